@@ -1,0 +1,59 @@
+"""SQL that serves a list request: the list's size, one page of it, the page's replies."""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, DateTime, bindparam, text
+
+# The columns every comment row carries to the schemas, in one place.
+_ROW_TYPES = {
+    "date_added": DateTime(),
+    "is_deleted": Boolean(),
+    "is_anonymous": Boolean(),
+    "is_read": Boolean(),
+}
+
+# The size of one list, or no row for an empty list (primary key commentsvc_list_count).
+LIST_COUNT = text("""
+    SELECT n FROM commentsvc_list_count WHERE list_key = :list_key
+""")
+
+# One page of the whole site's list, newest first (index commentsvc_comment_site_pos).
+SITE_PAGE = text("""
+    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM commentsvc_comment AS c
+    JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.site_pos BETWEEN :lo AND :hi
+    ORDER BY c.site_pos DESC
+""").columns(**_ROW_TYPES)
+
+# One page of one content type's list, newest first (index commentsvc_comment_kind_pos).
+KIND_PAGE = text("""
+    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM commentsvc_comment AS c
+    JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.content_type = :content_type AND c.kind_pos BETWEEN :lo AND :hi
+    ORDER BY c.kind_pos DESC
+""").columns(**_ROW_TYPES)
+
+# One page of one target's list, newest first (index commentsvc_comment_target_pos).
+TARGET_PAGE = text("""
+    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM commentsvc_comment AS c
+    JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.content_type = :content_type AND c.object_id = :object_id
+      AND c.target_pos BETWEEN :lo AND :hi
+    ORDER BY c.target_pos DESC
+""").columns(**_ROW_TYPES)
+
+# The replies of a page's roots, each thread newest first (index commentsvc_comment_replies).
+REPLIES = text("""
+    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM commentsvc_comment AS c
+    JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.parent_id IN :root_ids
+    ORDER BY c.parent_id, c.date_added DESC, c.id DESC
+""").bindparams(bindparam("root_ids", expanding=True)).columns(**_ROW_TYPES)

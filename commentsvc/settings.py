@@ -1,0 +1,152 @@
+"""Every setting of the service, declared once: name, default, parser and help.
+
+Standalone, settings come from environment variables named ``COMMENTSVC_<NAME>``
+(``DATABASE_URL`` has no prefix). Mounted in a host site, the host may put the same
+``COMMENTSVC_<NAME>`` keys in its Flask config. Either way they are checked at start-up,
+so a bad value stops the service with a clear message instead of failing on a request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+PREFIX = "COMMENTSVC_"
+
+
+class SettingsError(ValueError):
+    """A setting has a value the service cannot run with."""
+
+
+def _positive_int(raw: Any) -> int:
+    value = int(raw)
+    if value < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return value
+
+
+def _non_negative_int(raw: Any) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("must be a whole number of at least 0")
+    return value
+
+
+def _time_zone(raw: Any) -> str:
+    try:
+        ZoneInfo(str(raw))
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {raw!r}") from exc
+    return str(raw)
+
+
+def _label_list(raw: Any) -> tuple[str, ...]:
+    labels = raw.split(",") if isinstance(raw, str) else list(raw)
+    labels = tuple(label.strip() for label in labels if label.strip())
+    for label in labels:
+        app_label, dot, model = label.partition(".")
+        if not (app_label and dot and model) or "." in model:
+            raise ValueError(f"{label!r} is not of the form app_label.model_name")
+    if not labels:
+        raise ValueError("must name at least one content type")
+    return labels
+
+
+def _path(raw: Any) -> str:
+    value = str(raw)
+    if not value.startswith("/"):
+        raise ValueError("must be a path starting with /")
+    return value
+
+
+def _text(raw: Any) -> str:
+    return str(raw)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its config key, default, parser and the help the README shows."""
+
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    help: str
+
+    @property
+    def key(self) -> str:
+        return PREFIX + self.name
+
+    @property
+    def env_var(self) -> str:
+        return "DATABASE_URL" if self.name == "DATABASE_URL" else self.key
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("DATABASE_URL", "", _text,
+            "SQLAlchemy URL of the database; empty means SQLite in instance/commentsvc.sqlite3."),
+    Setting("PAGE_SIZE", 10, _positive_int, "Comments per page when page_size is not given."),
+    Setting("MAX_PAGE_SIZE", 100, _positive_int,
+            "Largest page_size a client may ask for; larger requests are clamped to it."),
+    Setting("TIME_ZONE", "UTC", _time_zone, "IANA time zone in which date_added is shown."),
+    Setting("DEFAULT_AVATAR", "/static/img/default-avatar.png", _path,
+            "author_avatar of users without an avatar and of anonymous comments."),
+    Setting("CONTENT_TYPES", ("users.user", "comics.comicpage"), _label_list,
+            "Comma-separated content types comments may be attached to."),
+    Setting("TRUSTED_PROXIES", 0, _non_negative_int,
+            "Number of proxies in front of the service whose X-Forwarded-Proto and "
+            "X-Forwarded-Host are trusted for page URLs; 0 trusts none."),
+    Setting("RETRY_AFTER", 5, _positive_int,
+            "Seconds sent in Retry-After while the database is unreachable."),
+    Setting("DB_CONNECT_TIMEOUT", 3, _positive_int,
+            "Seconds to wait for a PostgreSQL connection before answering 503."),
+)
+
+BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
+
+
+def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Config keys for every setting found in the environment, parsed and checked."""
+    environ = os.environ if environ is None else environ
+    found = {s.key: environ[s.env_var] for s in SETTINGS if s.env_var in environ}
+    return validate(found)
+
+
+def validate(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse every known setting in ``config``; raise SettingsError naming each bad one."""
+    parsed: dict[str, Any] = {}
+    problems = []
+    for setting in SETTINGS:
+        if setting.key not in config:
+            continue
+        try:
+            parsed[setting.key] = setting.parse(config[setting.key])
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{setting.env_var}={config[setting.key]!r}: {exc}")
+    if problems:
+        raise SettingsError("Invalid settings: " + "; ".join(problems))
+    return parsed
+
+
+def resolved(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Every setting's value: the checked one from ``config`` or else its default."""
+    values = {s.name: s.default for s in SETTINGS}
+    for key, value in validate(config).items():
+        values[key[len(PREFIX):]] = value
+    return values
+
+
+def options_for(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved settings of one app, plus derived values the views use on every request."""
+    values = resolved(config)
+    values["TZINFO"] = ZoneInfo(values["TIME_ZONE"])
+    return values
+
+
+def current() -> dict[str, Any]:
+    """The resolved settings of the app handling the current request or command."""
+    from flask import current_app
+
+    return current_app.extensions["commentsvc"]

@@ -1,0 +1,56 @@
+-- commentsvc schema. One file for SQLite and PostgreSQL: portable types only.
+-- Every table is prefixed commentsvc_ so the service can share a host site's database.
+--
+-- Lists are served newest first by (date_added, id). Each comment carries its 1-based
+-- position (1 = oldest) in the three lists it belongs to: the whole site, its kind
+-- (content_type) and its target (content_type, object_id). A page is then a range of
+-- positions read from an index, and each list's size is one row of commentsvc_list_count,
+-- so no request scans or counts a list. Writes keep both exact.
+-- Statements are separated by a semicolon at the end of a line.
+
+CREATE TABLE IF NOT EXISTS commentsvc_user (
+    id        BIGINT PRIMARY KEY,
+    username  TEXT NOT NULL,
+    avatar    TEXT
+);
+
+CREATE TABLE IF NOT EXISTS commentsvc_comicpage (
+    id     BIGINT PRIMARY KEY,
+    title  TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS commentsvc_comment (
+    id            BIGINT PRIMARY KEY,
+    content_type  VARCHAR(100) NOT NULL,
+    object_id     BIGINT NOT NULL,
+    parent_id     BIGINT REFERENCES commentsvc_comment (id),
+    author_id     BIGINT NOT NULL REFERENCES commentsvc_user (id),
+    body          TEXT NOT NULL,
+    date_added    TIMESTAMP NOT NULL,
+    is_deleted    BOOLEAN NOT NULL DEFAULT FALSE,
+    is_anonymous  BOOLEAN NOT NULL DEFAULT FALSE,
+    is_read       BOOLEAN NOT NULL DEFAULT FALSE,
+    site_pos      BIGINT NOT NULL DEFAULT 0,
+    kind_pos      BIGINT NOT NULL DEFAULT 0,
+    target_pos    BIGINT NOT NULL DEFAULT 0
+);
+
+-- One index per list: a page is a range scan of at most page_size entries.
+CREATE INDEX IF NOT EXISTS commentsvc_comment_site_pos
+    ON commentsvc_comment (site_pos);
+
+CREATE INDEX IF NOT EXISTS commentsvc_comment_kind_pos
+    ON commentsvc_comment (content_type, kind_pos);
+
+CREATE INDEX IF NOT EXISTS commentsvc_comment_target_pos
+    ON commentsvc_comment (content_type, object_id, target_pos);
+
+-- A page's replies in one query, already in list order.
+CREATE INDEX IF NOT EXISTS commentsvc_comment_replies
+    ON commentsvc_comment (parent_id, date_added, id);
+
+-- The size of every non-empty list, keyed by commentsvc.lists.list_key().
+CREATE TABLE IF NOT EXISTS commentsvc_list_count (
+    list_key  VARCHAR(200) PRIMARY KEY,
+    n         BIGINT NOT NULL
+);
