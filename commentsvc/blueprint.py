@@ -1,0 +1,34 @@
+"""The blueprint a site registers to get /api/comments/ (and the service's CLI commands).
+
+    app.register_blueprint(comments_api, url_prefix="/community")
+
+It borrows the app's Flask-SQLAlchemy engine, checks the COMMENTSVC_* settings when it is
+registered, and answers every error under its /api/ prefix as JSON.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint
+from flask.blueprints import BlueprintSetupState
+
+from . import cli, settings
+from .errors import install_error_handler, to_response
+from .views import CommentListView
+
+comments_api = Blueprint("commentsvc", __name__, cli_group=None)
+
+comments_api.add_url_rule(
+    "/api/comments/",
+    view_func=CommentListView.as_view("comment_list"),
+    methods=["GET", "POST", "OPTIONS"],
+)
+comments_api.register_error_handler(Exception, to_response)
+for command in cli.COMMANDS:
+    comments_api.cli.add_command(command)
+
+
+@comments_api.record_once
+def _set_up(state: BlueprintSetupState) -> None:
+    """Check the settings once and scope JSON errors to this mount's /api/ prefix."""
+    state.app.extensions["commentsvc"] = settings.options_for(state.app.config)
+    install_error_handler(state.app, (state.url_prefix or "").rstrip("/") + "/api/")

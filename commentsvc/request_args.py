@@ -1,0 +1,50 @@
+"""Reading a list request's query string the way the current service does.
+
+A repeated parameter counts by its last value; an empty one counts as missing.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from flask import Request
+from marshmallow import ValidationError
+
+from .errors import NotFound, ValidationFailed
+from .lists import CommentList
+from .schemas import ListQuerySchema
+
+# Bytes a page URL may repeat as sent; anything else (spaces, quotes, non-ASCII) is encoded.
+_URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
+
+
+def last(request: Request, name: str) -> str | None:
+    """The parameter's last value, or None when it is missing or empty."""
+    values = request.args.getlist(name)
+    return values[-1] if values and values[-1] != "" else None
+
+
+def list_filters(request: Request, content_types: tuple[str, ...],
+                 default_size: int, max_size: int) -> tuple[CommentList, int]:
+    """The list a request names and its page size; 400 with field messages if malformed."""
+    raw = {name: last(request, name) for name in ("content_type", "object_id", "page_size")}
+    try:
+        args = ListQuerySchema(content_types=content_types).load(
+            {name: value for name, value in raw.items() if value is not None})
+    except ValidationError as exc:
+        raise ValidationFailed(exc.messages) from exc
+    size = min(args["page_size"] or default_size, max_size)
+    return CommentList(args["content_type"], args["object_id"]), size
+
+
+def response_format(request: Request) -> str:
+    """"json" unless ``format`` asks otherwise; an unknown format is 404 as today."""
+    fmt = last(request, "format") or "json"
+    if fmt != "json":
+        raise NotFound()
+    return fmt
+
+
+def raw_query(request: Request) -> str:
+    """The query string as the client spelled it, made safe to repeat inside a URL."""
+    return quote(request.query_string, safe=_URL_SAFE)

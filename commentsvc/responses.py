@@ -1,0 +1,21 @@
+"""How every answer of the collection is built: compact UTF-8 JSON and the shared headers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from flask import Response
+
+ALLOW = "GET, POST, HEAD, OPTIONS"
+
+
+def api_response(payload: Any, status: int = 200,
+                 headers: dict[str, str] | None = None) -> Response:
+    """JSON in the key order it was built in, non-ASCII as itself, with Allow and Vary."""
+    response = Response(orjson.dumps(payload), status=status, mimetype="application/json")
+    response.headers["Allow"] = ALLOW
+    response.headers["Vary"] = "Accept"
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response

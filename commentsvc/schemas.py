@@ -1,0 +1,161 @@
+"""Marshmallow schemas: what a comment looks like on the wire, and the list's query.
+
+The field order is the interface's. What an anonymous or deleted comment hides is
+decided in one place, ``ReplySchema.hide``; the derived fields call pure functions
+from ``formatting``. Per-request display options travel in a marshmallow Context.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import tzinfo
+from typing import Any
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_dump, validates, validates_schema
+from marshmallow.experimental.context import Context
+
+from . import formatting
+from .store import Comment
+
+ANONYMOUS_AUTHOR = "Anonymous"
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Display:
+    """How this request shows comments: the time zone, default avatar and viewer."""
+
+    tz: tzinfo
+    default_avatar: str
+    viewer: Any = None  # the signed-in user; None for a request without one
+
+
+def _display() -> Display:
+    return Context.get()
+
+
+class ReplySchema(Schema):
+    """A comment inside its parent's ``replies``: every Comment field but ``replies``."""
+
+    id = fields.Integer()
+    author = fields.Method("get_author")
+    body = fields.Method("get_body")
+    date_added = fields.Method("get_date_added")
+    is_deleted = fields.Boolean()
+    is_anonymous = fields.Boolean()
+    is_read = fields.Boolean()
+    author_url = fields.Method("get_author_url")
+    author_avatar = fields.Method("get_author_avatar")
+    can_delete = fields.Method("get_can_delete")
+    can_reply = fields.Method("get_can_reply")
+
+    @pre_dump
+    def hide(self, comment: Comment, **_kwargs) -> dict[str, Any]:
+        """Anonymous comments never send their author; deleted ones never their text."""
+        return {
+            "id": comment.id,
+            "username": None if comment.is_anonymous else comment.username,
+            "avatar": None if comment.is_anonymous else comment.avatar,
+            "body": "" if comment.is_deleted else comment.body,
+            "date_added": comment.date_added,
+            "is_deleted": comment.is_deleted,
+            "is_anonymous": comment.is_anonymous,
+            "is_read": comment.is_read,
+            "replies": comment.replies,
+        }
+
+    def get_author(self, shown: dict) -> str:
+        return ANONYMOUS_AUTHOR if shown["username"] is None else shown["username"]
+
+    def get_body(self, shown: dict) -> str:
+        return formatting.render_body(shown["body"])
+
+    def get_date_added(self, shown: dict) -> str:
+        return formatting.format_date(shown["date_added"], _display().tz)
+
+    def get_author_url(self, shown: dict) -> str:
+        return "" if shown["username"] is None else formatting.author_url(shown["username"])
+
+    def get_author_avatar(self, shown: dict) -> str:
+        default = _display().default_avatar
+        if shown["username"] is None:
+            return default
+        return formatting.avatar_url(shown["username"], shown["avatar"], default)
+
+    def get_can_delete(self, shown: dict) -> bool:
+        """False: without sign-in no request has a user who may delete."""
+        return False
+
+    def get_can_reply(self, shown: dict) -> bool:
+        """Only a signed-in user may reply, and never to a deleted comment."""
+        return _display().viewer is not None and not shown["is_deleted"]
+
+
+class CommentSchema(ReplySchema):
+    """A top-level list entry: a root carries its replies, a reply listed alone has null."""
+
+    replies = fields.Method("get_replies")
+
+    def get_replies(self, shown: dict) -> list[dict] | None:
+        if shown["replies"] is None:
+            return None
+        return REPLY_SCHEMA.dump(shown["replies"], many=True)
+
+
+REPLY_SCHEMA = ReplySchema()
+COMMENT_SCHEMA = CommentSchema()
+
+
+def dump_comments(comments: list[Comment], display: Display) -> list[dict]:
+    """The ``results`` of a list response."""
+    with Context(display):
+        return COMMENT_SCHEMA.dump(comments, many=True)
+
+
+class DigitsInteger(fields.Integer):
+    """An integer written in ASCII digits with an optional minus: no "1.0", "+1" or " 1"."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str) and not _INTEGER.fullmatch(value):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
+class ListQuerySchema(Schema):
+    """The filters of GET /api/comments/; ``page`` and ``format`` are read elsewhere."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    content_type = fields.String(load_default=None)
+    object_id = DigitsInteger(load_default=None)
+    page_size = DigitsInteger(load_default=None)
+
+    def __init__(self, *, content_types: tuple[str, ...] = (), **kwargs):
+        super().__init__(**kwargs)
+        self.content_types = content_types
+
+    @validates("content_type")
+    def known_content_type(self, value: str | None, **_kwargs) -> None:
+        if value is not None and value not in self.content_types:
+            allowed = ", ".join(sorted(self.content_types))
+            raise ValidationError(f'Unknown content type "{value}". Allowed values: {allowed}.')
+
+    @validates("object_id")
+    def in_range(self, value: int | None, **_kwargs) -> None:
+        if value is not None and not -INT64_MAX <= value <= INT64_MAX:
+            raise ValidationError("Ensure this value fits in a 64-bit integer.")
+
+    @validates_schema
+    def object_needs_type(self, data: dict, **_kwargs) -> None:
+        if data.get("object_id") is not None and data.get("content_type") is None:
+            raise ValidationError("object_id needs content_type.", "object_id")
+
+    @validates("page_size")
+    def positive(self, value: int | None, **_kwargs) -> None:
+        if value is not None and value < 1:
+            raise ValidationError("Ensure this value is greater than or equal to 1.")

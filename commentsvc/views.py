@@ -1,0 +1,64 @@
+"""The HTTP resource /api/comments/: each method reads like the sentence that describes it."""
+
+from __future__ import annotations
+
+from flask import request
+from flask.views import MethodView
+
+from . import pagination, request_args, settings, store
+from .db import get_engine
+from .errors import NotAuthenticated, NotFound
+from .responses import api_response
+from .schemas import Display, dump_comments
+
+DESCRIPTION = (
+    "Comments attached to site objects (user profiles, comic pages), newest first, "
+    "in numbered pages. Filter with content_type and object_id."
+)
+
+
+def display_options() -> Display:
+    """How comments are shown to this request (time zone, default avatar, viewer)."""
+    options = settings.current()
+    return Display(tz=options["TZINFO"], default_avatar=options["DEFAULT_AVATAR"])
+
+
+class CommentListView(MethodView):
+    """GET lists comments; POST will add one; OPTIONS describes the endpoint."""
+
+    def get(self):
+        """List comments newest first (ties by id), one page, with the p8n navigation."""
+        options = settings.current()
+        comments, page_size = request_args.list_filters(
+            request, options["CONTENT_TYPES"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
+        request_args.response_format(request)
+        with get_engine().connect() as conn:
+            total = store.count(conn, comments)
+            num_pages = pagination.num_pages(total, page_size)
+            try:
+                page = pagination.parse_page(request_args.last(request, "page"), num_pages)
+            except pagination.InvalidPage as exc:
+                raise NotFound("Invalid page.") from exc
+            entries = store.page(conn, comments,
+                                 *pagination.position_range(page, page_size, total))
+        return api_response({
+            "results": dump_comments(entries, display_options()),
+            "p8n": pagination.build_p8n(request.base_url, request_args.raw_query(request),
+                                        page, num_pages),
+        })
+
+    def post(self):
+        """Adding comments needs a signed-in user; no credentials means 401."""
+        raise NotAuthenticated(headers={"WWW-Authenticate": 'Token realm="api"'})
+
+    def options(self):
+        """Describe the endpoint: its name, purpose, and what it renders and parses."""
+        return api_response({
+            "name": "Comment List",
+            "description": DESCRIPTION,
+            "renders": ["application/json"],
+            "parses": ["application/json", "application/x-www-form-urlencoded",
+                       "multipart/form-data"],
+        })
+
+
