@@ -1,0 +1,147 @@
+"""Fixtures: every API test runs once on SQLite and once on PostgreSQL.
+
+PostgreSQL tests use a fresh database made for this test session (dropped afterwards)
+on the server named by COMMENTSVC_TEST_POSTGRES_URL. Without a server they skip, unless
+COMMENTSVC_REQUIRE_POSTGRES=1 (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from app import create_app
+from commentsvc import db, store
+
+ADMIN_URL = os.environ.get("COMMENTSVC_TEST_POSTGRES_URL",
+                           "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRE_POSTGRES = os.environ.get("COMMENTSVC_REQUIRE_POSTGRES") == "1"
+SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sample.ndjson"
+SAMPLE_COPY = Path(__file__).resolve().parent / "data" / "sample.ndjson"
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A database of its own for this test session on the PostgreSQL server."""
+    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT",
+                             connect_args={"connect_timeout": 3})
+    name = f"commentsvc_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sa.exc.OperationalError as exc:
+        admin.dispose()
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    yield admin.url.set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """The URL of an empty database of each kind."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'test.sqlite3'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def make_app(database_url: str, **config):
+    """A test app on ``database_url`` with a freshly created schema."""
+    app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": database_url, **config})
+    with app.app_context(), db.get_engine().begin() as conn:
+        db.drop_schema(conn)
+        db.create_schema(conn)
+    return app
+
+
+@pytest.fixture
+def app_factory(database_url):
+    """Makes test apps on this test's database with extra config; closes their pools after."""
+    made = []
+
+    def factory(**config):
+        made.append(make_app(database_url, **config))
+        return made[-1]
+
+    yield factory
+    for app in made:
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+@pytest.fixture
+def app(app_factory):
+    return app_factory()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    return app.test_cli_runner()
+
+
+def sample_path() -> Path:
+    """The shared sample fixture, or the copy kept beside the tests."""
+    return SAMPLE if SAMPLE.exists() else SAMPLE_COPY
+
+
+def read_ndjson(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def insert_records(app, records: list[dict]) -> None:
+    """Put interchange records straight into the tables (independent of the importer)."""
+    users = [r for r in records if r["type"] == "user"]
+    pages = [r for r in records if r["type"] == "comicpage"]
+    comments = [r for r in records if r["type"] == "comment"]
+    with app.app_context(), db.get_engine().begin() as conn:
+        for user in users:
+            conn.execute(sa.text("INSERT INTO commentsvc_user (id, username, avatar) "
+                                 "VALUES (:id, :username, :avatar)"), user)
+        for page in pages:
+            conn.execute(sa.text("INSERT INTO commentsvc_comicpage (id, title) "
+                                 "VALUES (:id, :title)"), page)
+        insert = sa.text(
+            "INSERT INTO commentsvc_comment (id, content_type, object_id, parent_id, "
+            "author_id, body, date_added, is_deleted, is_anonymous, is_read) VALUES "
+            "(:id, :content_type, :object_id, :parent_id, :author_id, :body, :date_added, "
+            ":is_deleted, :is_anonymous, :is_read)"
+        ).bindparams(sa.bindparam("date_added", type_=sa.DateTime()))
+        roots = sorted(comments, key=lambda c: c["parent_id"] is not None)
+        for comment in roots:
+            conn.execute(insert, {**comment, "date_added": parse_utc(comment["date_added"])})
+        store.renumber(conn)
+
+
+def parse_utc(value: str):
+    """An ISO 8601 date as the naive UTC datetime the tables store."""
+    from datetime import datetime, timezone
+
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+@pytest.fixture
+def sample(app):
+    """The sample fixture's records, loaded into the test database."""
+    records = read_ndjson(sample_path())
+    insert_records(app, records)
+    return records
+
+
+@pytest.fixture
+def sample_records():
+    """The sample fixture's records, not loaded anywhere."""
+    return read_ndjson(sample_path())

@@ -1,0 +1,131 @@
+"""Headers, methods and errors of /api/comments/: every answer is JSON with Allow and Vary."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import ALLOW, assert_error
+
+URL = "/api/comments/"
+
+
+def assert_collection_headers(response) -> None:
+    assert response.headers["Allow"] == ALLOW
+    assert response.headers["Vary"] == "Accept"
+    assert response.headers["Content-Type"] == "application/json"
+
+
+def test_get_headers(client, sample):
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert_collection_headers(response)
+
+
+def test_json_is_compact(client, sample):
+    data = client.get(URL).data
+    assert data.startswith(b'{"results":[{"id":')
+    assert b'": ' not in data and b'", "' not in data
+
+
+def test_head_has_the_get_status_and_headers_but_no_body(client, sample):
+    get, head = client.get(URL + "?page=2"), client.head(URL + "?page=2")
+    assert head.status_code == 200
+    assert head.data == b""
+    assert_collection_headers(head)
+    assert head.headers["Content-Length"] == get.headers["Content-Length"]
+    assert client.head(URL + "?page=99").status_code == 404
+
+
+def test_options_describes_the_endpoint(client):
+    response = client.options(URL)
+    assert response.status_code == 200
+    assert_collection_headers(response)
+    body = response.get_json()
+    assert list(body) == ["name", "description", "renders", "parses"]
+    assert body["name"] == "Comment List"
+    assert "application/json" in body["renders"] and "application/json" in body["parses"]
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "DELETE", "TRACE", "PROPFIND"])
+def test_other_methods_are_405(client, method):
+    response = client.open(URL, method=method)
+    assert_error(response, 405, f'Method "{method}" not allowed.')
+
+
+def test_post_without_credentials_is_401(client):
+    response = client.post(URL, json={"body": "hi"})
+    assert_error(response, 401, "Authentication credentials were not provided.")
+    assert response.headers["WWW-Authenticate"].startswith("Token")
+
+
+def test_object_id_without_content_type_is_400(client):
+    response = client.get(URL + "?object_id=5")
+    assert response.status_code == 400
+    assert list(response.get_json()) == ["object_id"]
+    assert "content_type" in response.get_json()["object_id"][0]
+
+
+def test_unknown_content_type_is_400_naming_the_allowed_values(client):
+    response = client.get(URL + "?content_type=auth.group&object_id=1")
+    assert response.status_code == 400
+    (message,) = response.get_json()["content_type"]
+    assert "auth.group" in message
+    assert "comics.comicpage" in message and "users.user" in message
+
+
+@pytest.mark.parametrize("value", ["abc", "1.0", "1e3", " 7", "+7", "٣",
+                                   "99999999999999999999"])
+def test_non_integer_object_id_is_400(client, value):
+    response = client.get(URL, query_string={"content_type": "users.user", "object_id": value})
+    assert response.status_code == 400
+    assert list(response.get_json()) == ["object_id"]
+    assert_error(response, 400, response.get_json())
+
+
+def test_configured_content_types(app_factory):
+    client = app_factory(COMMENTSVC_CONTENT_TYPES="blog.post").test_client()
+    assert client.get(URL + "?content_type=blog.post&object_id=3").status_code == 200
+    response = client.get(URL + "?content_type=users.user")
+    assert response.status_code == 400
+    assert "blog.post" in response.get_json()["content_type"][0]
+
+
+@pytest.mark.parametrize("fmt", ["xml", "API", "yaml"])
+def test_unknown_format_is_404(client, fmt):
+    assert_error(client.get(URL + f"?format={fmt}"), 404, "Not found.")
+
+
+def test_format_json_is_json(client, sample):
+    response = client.get(URL + "?format=json", headers={"Accept": "text/html"})
+    assert response.status_code == 200
+    assert_collection_headers(response)
+
+
+def test_unknown_api_path_is_json_404(client):
+    response = client.get("/api/nothing-here/")
+    assert response.status_code == 404
+    assert response.get_json() == {"detail": "Not found."}
+
+
+def test_paths_outside_the_api_keep_flasks_own_errors(client):
+    response = client.get("/not-the-api/")
+    assert response.status_code == 404
+    assert response.headers["Content-Type"].startswith("text/html")
+
+
+def test_missing_trailing_slash_redirects(client):
+    response = client.get("/api/comments")
+    assert response.status_code == 308
+    assert response.headers["Location"].endswith("/api/comments/")
+
+
+def test_unexpected_error_is_json_500_without_a_traceback(client, monkeypatch):
+    from commentsvc import store
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(store, "count", broken)
+    response = client.get(URL)
+    assert_error(response, 500, "A server error occurred.")
+    assert b"secret" not in response.data and b"Traceback" not in response.data

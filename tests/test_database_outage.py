@@ -1,0 +1,68 @@
+"""While the database is unreachable: 503 JSON with Retry-After; afterwards, service again."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from app import create_app
+from commentsvc import db
+from conftest import insert_records
+from helpers import assert_error
+from tcp_proxy import TcpProxy
+
+UNAVAILABLE = "The database is unavailable. Try again shortly."
+
+
+def test_sqlite_file_that_cannot_be_opened_is_503(tmp_path):
+    url = f"sqlite:///{tmp_path / 'missing-dir' / 'db.sqlite3'}"
+    app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": url,
+                      "COMMENTSVC_RETRY_AFTER": 7})
+    response = app.test_client().get("/api/comments/")
+    assert_error(response, 503, UNAVAILABLE)
+    assert response.headers["Retry-After"] == "7"
+    with app.app_context():
+        db.get_engine().dispose()
+
+
+def test_postgres_outage_is_503_and_the_service_recovers_by_itself(postgres_url, sample_records):
+    real = sa.engine.make_url(postgres_url)
+    proxy = TcpProxy(real.host or "127.0.0.1", real.port or 5432)
+    proxy.restore()
+    url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": url,
+                      "COMMENTSVC_DB_CONNECT_TIMEOUT": 2})
+    try:
+        with app.app_context(), db.get_engine().begin() as conn:
+            db.drop_schema(conn)
+            db.create_schema(conn)
+        insert_records(app, sample_records)
+        client = app.test_client()
+        assert client.get("/api/comments/").status_code == 200
+
+        proxy.cut()
+        for _ in range(3):  # pooled connections are broken, new ones are refused
+            response = client.get("/api/comments/")
+            assert_error(response, 503, UNAVAILABLE)
+            assert response.headers["Retry-After"] == "5"
+
+        proxy.restore()
+        response = client.get("/api/comments/")
+        assert response.status_code == 200
+        assert len(response.get_json()["results"]) == 10
+    finally:
+        proxy.cut()
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+@pytest.mark.parametrize("exc", [sa.exc.OperationalError("SELECT 1", {}, Exception("gone")),
+                                 sa.exc.TimeoutError("pool exhausted")])
+def test_database_errors_map_to_503(client, monkeypatch, exc):
+    from commentsvc import store
+
+    def failing(*_args, **_kwargs):
+        raise exc
+
+    monkeypatch.setattr(store, "count", failing)
+    assert_error(client.get("/api/comments/"), 503, UNAVAILABLE)
