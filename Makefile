@@ -1,0 +1,33 @@
+# make run: serve demo data on http://127.0.0.1:8000/  ·  make test: the whole suite
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+WORKERS ?= 2
+DEMO_COMMENTS ?= 2000
+DEMO_TARGETS ?= 40
+
+.PHONY: install run test lint bench clean-demo
+
+$(BIN)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/flask --app app init-db
+	$(BIN)/flask --app app seed --if-empty --comments $(DEMO_COMMENTS) --targets $(DEMO_TARGETS) --seed 1
+	@echo "Serving comments at http://$(HOST):$(PORT)/api/comments/"
+	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) --access-logfile - wsgi:app
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+clean-demo:
+	rm -f instance/commentsvc.sqlite3 instance/commentsvc.sqlite3-wal instance/commentsvc.sqlite3-shm

@@ -1,0 +1,67 @@
+"""The blueprint inside a host Flask site: its prefix, its database, its own error pages."""
+
+from __future__ import annotations
+
+import pytest
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+from werkzeug.exceptions import HTTPException
+
+from commentsvc import comments_api, db, settings
+from conftest import insert_records
+from helpers import ALLOW
+
+
+def make_host(database_url: str, **config) -> Flask:
+    """A host site as its authors would write it, with the blueprint under /community."""
+    host = Flask("host_site")
+    host.config.update(SQLALCHEMY_DATABASE_URI=database_url, **config)
+    host_db = SQLAlchemy()
+    host_db.init_app(host)
+
+    @host.get("/")
+    def home():
+        return "host home"
+
+    @host.errorhandler(HTTPException)
+    def host_error(exc):
+        return f"host says {exc.code}", exc.code
+
+    host.register_blueprint(comments_api, url_prefix="/community")
+    with host.app_context(), db.get_engine().begin() as conn:
+        db.drop_schema(conn)
+        db.create_schema(conn)
+    return host
+
+
+@pytest.fixture
+def host(database_url):
+    host = make_host(database_url, COMMENTSVC_PAGE_SIZE=5)
+    yield host
+    with host.app_context():
+        db.get_engine().dispose()
+
+
+def test_listing_under_the_host_prefix(host, sample_records):
+    insert_records(host, sample_records)
+    client = host.test_client()
+    body = client.get("/community/api/comments/?content_type=comics.comicpage").get_json()
+    assert len(body["results"]) == 5  # the host's page size
+    assert body["p8n"]["next_url"] == (
+        "http://localhost/community/api/comments/?content_type=comics.comicpage&page=2")
+    assert client.get("/").data == b"host home"
+
+
+def test_errors_under_the_prefix_are_json_and_the_hosts_stay_its_own(host):
+    client = host.test_client()
+    response = client.put("/community/api/comments/")
+    assert response.status_code == 405
+    assert response.get_json() == {"detail": 'Method "PUT" not allowed.'}
+    assert response.headers["Allow"] == ALLOW
+    assert client.get("/community/api/unknown/").get_json() == {"detail": "Not found."}
+    assert client.get("/elsewhere").data == b"host says 404"
+
+
+def test_bad_host_setting_stops_registration(database_url):
+    with pytest.raises(settings.SettingsError, match="COMMENTSVC_PAGE_SIZE"):
+        make_host(database_url, COMMENTSVC_PAGE_SIZE="ten")
