@@ -27,6 +27,18 @@ def get_engine() -> Engine:
     return engine
 
 
+def snapshot(engine: Engine) -> Connection:
+    """A connection whose reads share one snapshot, so a list's count and page agree.
+
+    PostgreSQL runs the request's statements in one REPEATABLE READ, READ ONLY transaction;
+    SQLite reads are already consistent with its single writer and atomic commits.
+    """
+    conn = engine.connect()
+    if engine.dialect.name == "postgresql":
+        conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+    return conn
+
+
 def prepare_engine(engine: Engine) -> None:
     """Give SQLite connections foreign keys, WAL and a busy timeout; PostgreSQL needs none."""
     _prepared.add(engine)

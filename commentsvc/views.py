@@ -6,7 +6,7 @@ from flask import request
 from flask.views import MethodView
 
 from . import pagination, request_args, settings, store
-from .db import get_engine
+from .db import get_engine, snapshot
 from .errors import NotAuthenticated, NotFound
 from .responses import api_response
 from .schemas import Display, dump_comments
@@ -32,7 +32,7 @@ class CommentListView(MethodView):
         comments, page_size = request_args.list_filters(
             request, options["CONTENT_TYPES"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         request_args.response_format(request)
-        with get_engine().connect() as conn:
+        with snapshot(get_engine()) as conn:
             total = store.count(conn, comments)
             num_pages = pagination.num_pages(total, page_size)
             try:
