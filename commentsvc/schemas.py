@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_dump, validates, validates_schema
+from marshmallow import (
+    EXCLUDE,
+    Schema,
+    ValidationError,
+    fields,
+    pre_dump,
+    validates,
+    validates_schema,
+)
 from marshmallow.experimental.context import Context
 
 from . import formatting

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -127,10 +128,10 @@ def insert_records(app, records: list[dict]) -> None:
 
 def parse_utc(value: str):
     """An ISO 8601 date as the naive UTC datetime the tables store."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    return parsed.astimezone(UTC).replace(tzinfo=None)
 
 
 @pytest.fixture

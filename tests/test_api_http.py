@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers import ALLOW, assert_error
 
 URL = "/api/comments/"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import insert_records
 from helpers import assert_error, newest_first
 
@@ -16,7 +15,7 @@ def test_target_has_the_expected_size(client, sample):
 
 
 def test_middle_page_p8n_keeps_query_order_and_appends_page_last(client, sample):
-    url = f"/api/comments/?object_id=100&page=2&content_type=comics.comicpage&format=json"
+    url = "/api/comments/?object_id=100&page=2&content_type=comics.comicpage&format=json"
     p8n = client.get(url).get_json()["p8n"]
     keep = "object_id=100&content_type=comics.comicpage&format=json"
     assert p8n == {
