@@ -7,10 +7,12 @@ Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension s
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from flask import current_app
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema.sql"
@@ -31,7 +33,7 @@ def snapshot(engine: Engine) -> Connection:
     """A connection whose reads share one snapshot, so a list's count and page agree.
 
     PostgreSQL runs the request's statements in one REPEATABLE READ, READ ONLY transaction;
-    SQLite reads are already consistent with its single writer and atomic commits.
+    on SQLite every transaction is one snapshot already (see ``prepare_engine``).
     """
     conn = engine.connect()
     if engine.dialect.name == "postgresql":
@@ -40,21 +42,52 @@ def snapshot(engine: Engine) -> Connection:
 
 
 def prepare_engine(engine: Engine) -> None:
-    """Give SQLite connections foreign keys, WAL and a busy timeout; PostgreSQL needs none."""
+    """Give SQLite real transactions, foreign keys, WAL and a busy timeout.
+
+    pysqlite runs SELECTs outside any transaction and upgrades a reader to a writer only at
+    its first write, where two writers deadlock. So the driver's own handling is switched
+    off and every transaction starts with BEGIN, or BEGIN IMMEDIATE for writers (see
+    ``writing``), which queue on the database lock instead. PostgreSQL needs none of this.
+    """
     _prepared.add(engine)
     if engine.dialect.name != "sqlite":
         return
 
     @event.listens_for(engine, "connect")
-    def _sqlite_pragmas(dbapi_connection, _record):
+    def _sqlite_connect(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA busy_timeout = 5000")
+        cursor.execute("PRAGMA busy_timeout = 10000")
         cursor.close()
 
-    engine.dispose()  # connections made before the hook get it on reconnect
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn):
+        immediate = conn.get_execution_options().get(WRITER_OPTION)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    engine.dispose()  # connections made before the hooks get them on reconnect
+
+
+WRITER_OPTION = "commentsvc_writer"
+
+# Key of the PostgreSQL advisory lock that serialises writers of list positions.
+POSITIONS_LOCK = 0x636F6D6D  # "comm"
+
+
+@contextmanager
+def writing(engine: Engine) -> Iterator[Connection]:
+    """A transaction that holds the one writer's lock on list positions until it ends.
+
+    Every list position depends on every earlier comment, so writers take turns: SQLite
+    by BEGIN IMMEDIATE, PostgreSQL by a transaction-scoped advisory lock.
+    """
+    with engine.connect().execution_options(**{WRITER_OPTION: True}) as conn, conn.begin():
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": POSITIONS_LOCK})
+        yield conn
 
 
 def engine_options(url: str, connect_timeout: int) -> dict:
