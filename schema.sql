@@ -49,8 +49,10 @@ CREATE INDEX IF NOT EXISTS commentsvc_comment_target_pos
 CREATE INDEX IF NOT EXISTS commentsvc_comment_replies
     ON commentsvc_comment (parent_id, date_added, id);
 
--- The size of every non-empty list, keyed by commentsvc.lists.list_key().
+-- The size of every non-empty list, keyed by commentsvc.lists.list_key(), and a version
+-- bumped by every write that changes what the list shows (for ETags).
 CREATE TABLE IF NOT EXISTS commentsvc_list_count (
     list_key  VARCHAR(200) PRIMARY KEY,
-    n         BIGINT NOT NULL
+    n         BIGINT NOT NULL,
+    version   BIGINT NOT NULL DEFAULT 1
 );

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy.engine import Connection
 
-from .lists import CommentList
+from .lists import CommentList, lists_of
 from .queries import listing, positions
 
 
@@ -57,5 +57,68 @@ def page(conn: Connection, comments: CommentList, lo: int, hi: int) -> list[Comm
 def renumber(conn: Connection) -> None:
     """Recompute every position and every list count after a bulk change."""
     conn.execute(positions.RENUMBER_ALL)
-    conn.execute(positions.CLEAR_COUNTS)
     conn.execute(positions.RECOUNT_ALL)
+
+
+@dataclass(frozen=True)
+class NewComment:
+    """What a writer supplies for a comment; the store assigns its id and positions."""
+
+    content_type: str
+    object_id: int
+    author_id: int
+    body: str
+    parent_id: int | None = None
+    is_anonymous: bool = False
+    date_added: datetime | None = None  # naive UTC; None means now
+
+
+# For each list: the SQL reading the sort key at a position, counting the comments before
+# a key, and shifting later positions; keyed by the list's position column.
+_POSITION_SQL = {
+    "site_pos": (positions.SITE_AT, positions.SITE_BEFORE, positions.SITE_SHIFT),
+    "kind_pos": (positions.KIND_AT, positions.KIND_BEFORE, positions.KIND_SHIFT),
+    "target_pos": (positions.TARGET_AT, positions.TARGET_BEFORE, positions.TARGET_SHIFT),
+}
+
+
+def add_comment(conn: Connection, new: NewComment) -> int:
+    """Insert a comment at its place in its three lists; returns its id.
+
+    Run inside ``db.writing``: the id, the date and every position are decided while the
+    writer's lock is held, so concurrent writers can never give two comments one position.
+    A comment newer than each list's newest (the usual case) goes on top without touching
+    other rows; a back-dated one shifts the later positions of that list by one.
+    """
+    comment_id = conn.execute(positions.NEXT_ID).scalar_one()
+    date_added = new.date_added or datetime.now(UTC).replace(tzinfo=None)
+    parent_id = new.parent_id
+    if parent_id is not None:  # nesting is one level: a reply to a reply joins the root
+        parent_id = conn.execute(positions.THREAD_ROOT, {"id": parent_id}).scalar_one()
+    row = {
+        "id": comment_id, "content_type": new.content_type, "object_id": new.object_id,
+        "parent_id": parent_id, "author_id": new.author_id, "body": new.body,
+        "date_added": date_added, "is_deleted": False, "is_anonymous": new.is_anonymous,
+        "is_read": False,
+    }
+    scope = {"content_type": new.content_type, "object_id": new.object_id}
+    for comments, column in zip(lists_of(new.content_type, new.object_id), _POSITION_SQL,
+                                strict=True):
+        row[column] = _place(conn, column, count(conn, comments), scope,
+                             (date_added, comment_id))
+    conn.execute(positions.INSERT_COMMENT, row)
+    for comments in lists_of(new.content_type, new.object_id):
+        conn.execute(positions.COUNT_ONE_MORE, {"list_key": comments.key})
+    return comment_id
+
+
+def _place(conn: Connection, column: str, size: int, scope: dict,
+           key: tuple[datetime, int]) -> int:
+    """The position a comment with sort ``key`` takes in a list of ``size``, making room."""
+    at, before, shift = _POSITION_SQL[column]
+    newest = conn.execute(at, {**scope, "pos": size}).first() if size else None
+    if newest is None or key > (newest.date_added, newest.id):
+        return size + 1
+    position = conn.execute(before, {**scope, "date_added": key[0], "id": key[1]}).scalar_one()
+    conn.execute(shift, {**scope, "pos": position + 1})
+    return position + 1

@@ -45,3 +45,26 @@ def walk(client, url: str) -> list[dict]:
         url = body["p8n"]["next_url"]
         assert len(pages) <= 1000, "next_url never ends"
     return pages
+
+
+def assert_positions_exact(conn) -> None:
+    """Every list's positions are 1..n in (date_added, id) order and its counter says n."""
+    import sqlalchemy as sa
+
+    from commentsvc.lists import list_key
+
+    rows = conn.execute(sa.text(
+        "SELECT id, content_type, object_id, date_added, site_pos, kind_pos, target_pos "
+        "FROM commentsvc_comment").columns(date_added=sa.DateTime())).all()
+    counters = dict(conn.execute(sa.text("SELECT list_key, n FROM commentsvc_list_count")).all())
+    groups: dict[str, list] = {}
+    for row in rows:
+        for key, pos in ((list_key(None, None), row.site_pos),
+                         (list_key(row.content_type, None), row.kind_pos),
+                         (list_key(row.content_type, row.object_id), row.target_pos)):
+            groups.setdefault(key, []).append(((row.date_added, row.id), pos))
+    assert set(counters) == set(groups), "a list without a counter, or a counter without a list"
+    for key, members in groups.items():
+        members.sort()
+        assert [pos for _, pos in members] == list(range(1, len(members) + 1)), key
+        assert counters[key] == len(members), key
