@@ -12,8 +12,12 @@ ALLOW = "GET, POST, HEAD, OPTIONS"
 
 def api_response(payload: Any, status: int = 200,
                  headers: dict[str, str] | None = None) -> Response:
-    """JSON in the key order it was built in, non-ASCII as itself, with Allow and Vary."""
-    response = Response(orjson.dumps(payload), status=status, mimetype="application/json")
+    """JSON in the key order it was built in, non-ASCII as itself, with Allow and Vary.
+
+    A 304 carries the headers only.
+    """
+    body = b"" if status == 304 else orjson.dumps(payload)
+    response = Response(body, status=status, mimetype="application/json")
     response.headers["Allow"] = ALLOW
     response.headers["Vary"] = "Accept"
     for name, value in (headers or {}).items():

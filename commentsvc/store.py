@@ -27,9 +27,23 @@ class Comment:
     replies: list[Comment] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ListState:
+    """A list's size and version: enough to number its pages and tag its responses."""
+
+    count: int
+    version: int
+
+
+def state(conn: Connection, comments: CommentList) -> ListState:
+    """The size and version of a list, read from its counter row (an empty list: 0, 0)."""
+    row = conn.execute(listing.LIST_STATE, {"list_key": comments.key}).first()
+    return ListState(row.n, row.version) if row else ListState(0, 0)
+
+
 def count(conn: Connection, comments: CommentList) -> int:
     """The number of comments in a list, read from its counter row."""
-    return conn.execute(listing.LIST_COUNT, {"list_key": comments.key}).scalar() or 0
+    return state(conn, comments).count
 
 
 def page(conn: Connection, comments: CommentList, lo: int, hi: int) -> list[Comment]:

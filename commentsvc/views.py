@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import request
 from flask.views import MethodView
 
-from . import pagination, request_args, settings, store
+from . import caching, pagination, request_args, settings, store
 from .db import get_engine, snapshot
 from .errors import NotAuthenticated, NotFound
 from .responses import api_response
@@ -32,20 +32,24 @@ class CommentListView(MethodView):
         comments, page_size = request_args.list_filters(
             request, options["CONTENT_TYPES"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         request_args.response_format(request)
+        query = request_args.raw_query(request)
         with snapshot(get_engine()) as conn:
-            total = store.count(conn, comments)
-            num_pages = pagination.num_pages(total, page_size)
+            state = store.state(conn, comments)
+            num_pages = pagination.num_pages(state.count, page_size)
             try:
                 page = pagination.parse_page(request_args.last(request, "page"), num_pages)
             except pagination.InvalidPage as exc:
                 raise NotFound("Invalid page.") from exc
+            tag = caching.list_etag(state, request.base_url, query, options["DISPLAY_DIGEST"])
+            headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
+            if caching.matches(request, tag):
+                return api_response(None, 304, headers)
             entries = store.page(conn, comments,
-                                 *pagination.position_range(page, page_size, total))
+                                 *pagination.position_range(page, page_size, state.count))
         return api_response({
             "results": dump_comments(entries, display_options()),
-            "p8n": pagination.build_p8n(request.base_url, request_args.raw_query(request),
-                                        page, num_pages),
-        })
+            "p8n": pagination.build_p8n(request.base_url, query, page, num_pages),
+        }, headers=headers)
 
     def post(self):
         """Adding comments needs a signed-in user; no credentials means 401."""

@@ -64,5 +64,5 @@ def test_database_errors_map_to_503(client, monkeypatch, exc):
     def failing(*_args, **_kwargs):
         raise exc
 
-    monkeypatch.setattr(store, "count", failing)
+    monkeypatch.setattr(store, "state", failing)
     assert_error(client.get("/api/comments/"), 503, UNAVAILABLE)

@@ -12,9 +12,9 @@ _ROW_TYPES = {
     "is_read": Boolean(),
 }
 
-# The size of one list, or no row for an empty list (primary key commentsvc_list_count).
-LIST_COUNT = text("""
-    SELECT n FROM commentsvc_list_count WHERE list_key = :list_key
+# The size and version of one list, or no row for an empty list (primary key).
+LIST_STATE = text("""
+    SELECT n, version FROM commentsvc_list_count WHERE list_key = :list_key
 """)
 
 # One page of the whole site's list, newest first (index commentsvc_comment_site_pos).
