@@ -18,7 +18,8 @@ from .store import ListState
 def list_etag(state: ListState, base_url: str, query: str, display_digest: str) -> str:
     """A strong ETag (quoted) for one list response."""
     material = f"{state.version}\x00{state.count}\x00{base_url}?{query}\x00{display_digest}"
-    return '"' + blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() + '"'
+    digest = blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16)
+    return f'"{digest.hexdigest()}"'
 
 
 def matches(request: Request, tag: str) -> bool:

@@ -99,7 +99,8 @@ def sample_path() -> Path:
 
 
 def read_ndjson(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    # split on "\n" only: U+2028 and friends may stand inside a record
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
 def insert_records(app, records: list[dict]) -> None:

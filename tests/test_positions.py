@@ -7,9 +7,9 @@ import threading
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
+from helpers import assert_positions_exact, newest_first, walk
 
 from commentsvc import db, store
-from helpers import assert_positions_exact, newest_first, walk
 
 T0 = datetime(2023, 1, 1)
 
@@ -33,7 +33,8 @@ def check(app) -> None:
 
 def versions(app) -> dict[str, int]:
     with app.app_context(), db.get_engine().connect() as conn:
-        return dict(conn.execute(sa.text("SELECT list_key, version FROM commentsvc_list_count")).all())
+        rows = conn.execute(sa.text("SELECT list_key, version FROM commentsvc_list_count"))
+        return dict(rows.all())
 
 
 def test_bulk_load_numbers_every_list(app, sample):

@@ -1,0 +1,77 @@
+"""Command-line commands: `flask --app app init-db | import | export | seed`.
+
+Each command runs in one transaction: it either finishes or leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from flask.cli import with_appcontext
+
+from . import db, demo, interchange
+
+
+def _engine():
+    return db.get_engine()
+
+
+@click.command("init-db")
+@with_appcontext
+@click.option("--drop", is_flag=True, help="Drop the service's tables first (loses data).")
+def init_db_command(drop: bool) -> None:
+    """Create the tables and indexes that do not exist yet."""
+    with _engine().begin() as conn:
+        if drop:
+            db.drop_schema(conn)
+        db.create_schema(conn)
+    click.echo("Database schema ready.")
+
+
+@click.command("import")
+@with_appcontext
+@click.argument("file", type=click.File("rb"))
+def import_command(file) -> None:
+    """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
+    try:
+        # The writer's lock: positions are renumbered, so no API write may interleave.
+        with db.writing(_engine()) as conn:
+            db.create_schema(conn)
+            report = interchange.load(conn, file)
+    except interchange.ImportFailed as exc:
+        click.echo(f"Import failed: {exc}", err=True)
+        sys.exit(1)
+    click.echo(report.summary())
+
+
+@click.command("export")
+@with_appcontext
+@click.argument("file", type=click.File("w", encoding="utf-8", lazy=True))
+def export_command(file) -> None:
+    """Write every user, comic page and comment as NDJSON, streamed in id order."""
+    with _engine().connect() as conn:
+        for line in interchange.dump(conn):
+            file.write(line)
+        file.write("")  # the lazy file is created on first write: an empty export too
+
+
+@click.command("seed")
+@with_appcontext
+@click.option("--comments", default=500, show_default=True, type=click.IntRange(min=0))
+@click.option("--targets", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", "seed_value", default=1, show_default=True, type=int,
+              help="Same seed, same data.")
+@click.option("--if-empty", is_flag=True, help="Do nothing when comments already exist.")
+def seed_command(comments: int, targets: int, seed_value: int, if_empty: bool) -> None:
+    """Generate realistic demo users, pages and comments, deterministically."""
+    with db.writing(_engine()) as conn:  # positions are renumbered: API writers wait
+        db.create_schema(conn)
+        if if_empty and demo.has_comments(conn):
+            click.echo("Comments already exist; nothing seeded.")
+            return
+        report = demo.seed(conn, comments=comments, targets=targets, seed=seed_value)
+    click.echo(report)
+
+
+COMMANDS = (init_db_command, import_command, export_command, seed_command)
