@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from helpers import ALLOW, assert_error
 
 URL = "/api/comments/"

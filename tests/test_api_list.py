@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from helpers import children, newest_first, walk
 
 BASE = "http://localhost/api/comments/"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from conftest import insert_records
 from helpers import assert_error, newest_first
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from conftest import insert_records
-from helpers import assert_error
-from tcp_proxy import TcpProxy
 
 from app import create_app
 from commentsvc import db
+from conftest import insert_records
+from helpers import assert_error
+from tcp_proxy import TcpProxy
 
 UNAVAILABLE = "The database is unavailable. Try again shortly."
 

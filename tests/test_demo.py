@@ -6,7 +6,6 @@ from collections import Counter
 from datetime import datetime
 
 import sqlalchemy as sa
-from conftest import parse_utc
 from test_interchange import (
     assert_positions,
     counts,
@@ -17,6 +16,7 @@ from test_interchange import (
 )
 
 from commentsvc import db, demo
+from conftest import parse_utc
 
 
 def seed(runner, *args: str):

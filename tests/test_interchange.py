@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import insert_records, read_ndjson, sample_path
 
 from commentsvc import bulk, db, interchange
+from conftest import insert_records, read_ndjson, sample_path
 
 # --- helpers -----------------------------------------------------------------------------
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from conftest import insert_records
 from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
-from helpers import ALLOW
 from werkzeug.exceptions import HTTPException
 
 from commentsvc import comments_api, db, settings
+from conftest import insert_records
+from helpers import ALLOW
 
 
 def make_host(database_url: str, **config) -> Flask:

@@ -7,9 +7,9 @@ import threading
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from helpers import assert_positions_exact, newest_first, walk
 
 from commentsvc import db, store
+from helpers import assert_positions_exact, newest_first, walk
 
 T0 = datetime(2023, 1, 1)
 
