@@ -102,6 +102,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Seconds sent in Retry-After while the database is unreachable."),
     Setting("DB_CONNECT_TIMEOUT", 3, _positive_int,
             "Seconds to wait for a PostgreSQL connection before answering 503."),
+    Setting("MAX_EMBEDDED_REPLIES", 0, _non_negative_int,
+            "Most replies embedded in a root comment's replies (the newest); 0 embeds all. "
+            "Every reply is also listed on its own."),
     Setting("CACHE_MAX_AGE", 0, _non_negative_int,
             "Seconds a client or CDN may reuse a list response before revalidating it "
             "with its ETag; 0 means revalidate every time."),
@@ -147,7 +150,8 @@ def options_for(config: Mapping[str, Any]) -> dict[str, Any]:
     values["TZINFO"] = ZoneInfo(values["TIME_ZONE"])
     values["CACHE_CONTROL"] = f"max-age={values['CACHE_MAX_AGE']}, must-revalidate"
     # What else shapes a response besides the data and the URL: part of every ETag.
-    values["DISPLAY_DIGEST"] = repr((values["TIME_ZONE"], values["DEFAULT_AVATAR"]))
+    values["DISPLAY_DIGEST"] = repr((values["TIME_ZONE"], values["DEFAULT_AVATAR"],
+                                     values["MAX_EMBEDDED_REPLIES"]))
     return values
 
 

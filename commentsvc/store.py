@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy.engine import Connection
 
 from .lists import CommentList, lists_of
-from .queries import listing, positions
+from .queries import listing, positions, writes
 
 
 @dataclass(slots=True)
@@ -46,8 +46,13 @@ def count(conn: Connection, comments: CommentList) -> int:
     return state(conn, comments).count
 
 
-def page(conn: Connection, comments: CommentList, lo: int, hi: int) -> list[Comment]:
-    """The comments at positions lo..hi of a list, newest first, roots with their replies."""
+def page(conn: Connection, comments: CommentList, lo: int, hi: int,
+         reply_cap: int = 0) -> list[Comment]:
+    """The comments at positions lo..hi of a list, newest first, roots with their replies.
+
+    ``reply_cap`` > 0 embeds at most that many newest replies per root (all are listed on
+    their own anyway), so one hugely answered comment cannot make its page huge.
+    """
     if hi < lo:
         return []
     params: dict = {"lo": lo, "hi": hi}
@@ -63,9 +68,18 @@ def page(conn: Connection, comments: CommentList, lo: int, hi: int) -> list[Comm
     for root in roots.values():
         root.replies = []
     if roots:
-        for row in conn.execute(listing.REPLIES, {"root_ids": list(roots)}):
+        params = {"root_ids": list(roots), "cap": reply_cap}
+        for row in conn.execute(_replies_statement(conn, reply_cap), params):
             roots[row.parent_id].replies.append(Comment(*row))
     return entries
+
+
+def _replies_statement(conn: Connection, reply_cap: int):
+    if not reply_cap:
+        return listing.REPLIES
+    if conn.dialect.name == "postgresql":
+        return listing.REPLIES_CAPPED_POSTGRESQL
+    return listing.REPLIES_CAPPED_SQLITE
 
 
 def renumber(conn: Connection) -> None:
@@ -136,3 +150,26 @@ def _place(conn: Connection, column: str, size: int, scope: dict,
     position = conn.execute(before, {**scope, "date_added": key[0], "id": key[1]}).scalar_one()
     conn.execute(shift, {**scope, "pos": position + 1})
     return position + 1
+
+
+def soft_delete(conn: Connection, comment_id: int) -> bool:
+    """Mark a comment deleted (its text is no longer sent); False if already deleted.
+
+    It keeps its place and its replies, so no position moves; its lists' versions go up.
+    """
+    return _change(conn, comment_id, writes.SOFT_DELETE, {"id": comment_id})
+
+
+def set_read(conn: Connection, comment_id: int, is_read: bool = True) -> bool:
+    """Set a comment's read flag; False if it already had that value."""
+    return _change(conn, comment_id, writes.SET_READ, {"id": comment_id, "is_read": is_read})
+
+
+def _change(conn: Connection, comment_id: int, statement, params: dict) -> bool:
+    """Run an in-place change of one comment and bump the versions of its three lists."""
+    target = conn.execute(writes.COMMENT_TARGET, {"id": comment_id}).first()
+    if target is None or conn.execute(statement, params).rowcount == 0:
+        return False
+    keys = [c.key for c in lists_of(target.content_type, target.object_id)]
+    conn.execute(writes.BUMP_VERSIONS, {"list_keys": keys})
+    return True

@@ -45,7 +45,8 @@ class CommentListView(MethodView):
             if caching.matches(request, tag):
                 return api_response(None, 304, headers)
             entries = store.page(conn, comments,
-                                 *pagination.position_range(page, page_size, state.count))
+                                 *pagination.position_range(page, page_size, state.count),
+                                 reply_cap=options["MAX_EMBEDDED_REPLIES"])
         return api_response({
             "results": dump_comments(entries, display_options()),
             "p8n": pagination.build_p8n(request.base_url, query, page, num_pages),

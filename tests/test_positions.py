@@ -115,3 +115,34 @@ def test_concurrent_writers_keep_positions_exact(app):
     assert errors == []
     assert sorted(written) == list(range(1, 121))  # every writer got its own id
     check(app)
+
+
+def test_soft_delete_keeps_every_place_and_bumps_only_its_lists(app, client, sample):
+    before_versions = versions(app)
+    before_ids = [e["id"] for p in walk(client, "/api/comments/?page_size=7")
+                  for e in p["results"]]
+    with app.app_context(), db.writing(db.get_engine()) as conn:
+        assert store.soft_delete(conn, 1030) is True
+        assert store.soft_delete(conn, 1030) is False  # already deleted: nothing changes
+    check(app)
+    pages = walk(client, "/api/comments/?page_size=7")
+    assert [e["id"] for p in pages for e in p["results"]] == before_ids
+    (deleted,) = [e for p in pages for e in p["results"] if e["id"] == 1030]
+    assert deleted["is_deleted"] is True and deleted["body"] == ""
+    after = versions(app)
+    changed = {k for k in after if after[k] != before_versions[k]}
+    assert changed == {"site", "kind:users.user", "target:users.user:17"}
+    assert all(after[k] == before_versions[k] + 1 for k in changed)
+
+
+def test_marking_read_bumps_versions_once_per_change(app, sample):
+    before = versions(app)
+    with app.app_context(), db.writing(db.get_engine()) as conn:
+        assert store.set_read(conn, 1222, True) is True
+        assert store.set_read(conn, 1222, True) is False
+        assert store.set_read(conn, 999999, True) is False  # no such comment
+    after = versions(app)
+    assert after["target:users.user:10"] == before["target:users.user:10"] + 1
+    client = app.test_client()
+    body = client.get("/api/comments/?content_type=users.user&object_id=10").get_json()
+    assert [e["is_read"] for e in body["results"] if e["id"] == 1222] == [True]

@@ -57,3 +57,34 @@ REPLIES = text("""
     WHERE c.parent_id IN :root_ids
     ORDER BY c.parent_id, c.date_added DESC, c.id DESC
 """).bindparams(bindparam("root_ids", expanding=True)).columns(**_ROW_TYPES)
+
+# At most :cap newest replies of each root, PostgreSQL: one index range per root (LATERAL).
+REPLIES_CAPPED_POSTGRESQL = text("""
+    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM unnest(CAST(:root_ids AS BIGINT[])) AS root (id)
+    CROSS JOIN LATERAL (
+        SELECT x.* FROM commentsvc_comment AS x
+        WHERE x.parent_id = root.id
+        ORDER BY x.date_added DESC, x.id DESC
+        LIMIT :cap
+    ) AS c
+    JOIN commentsvc_user AS u ON u.id = c.author_id
+    ORDER BY c.parent_id, c.date_added DESC, c.id DESC
+""").columns(**_ROW_TYPES)
+
+# At most :cap newest replies of each root, SQLite (no LATERAL): ranked by a window function
+# over the roots' replies (index commentsvc_comment_replies).
+REPLIES_CAPPED_SQLITE = text("""
+    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM (
+        SELECT x.*, ROW_NUMBER() OVER (PARTITION BY x.parent_id
+                                       ORDER BY x.date_added DESC, x.id DESC) AS rank
+        FROM commentsvc_comment AS x
+        WHERE x.parent_id IN :root_ids
+    ) AS c
+    JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.rank <= :cap
+    ORDER BY c.parent_id, c.date_added DESC, c.id DESC
+""").bindparams(bindparam("root_ids", expanding=True)).columns(**_ROW_TYPES)
