@@ -13,6 +13,8 @@ from flask.blueprints import BlueprintSetupState
 
 from . import cli, settings
 from .errors import install_error_handler, to_response
+from .response_cache import ResponseCache
+from .schemas import ListQuerySchema
 from .views import CommentListView
 
 comments_api = Blueprint("commentsvc", __name__, cli_group=None)
@@ -30,5 +32,9 @@ for command in cli.COMMANDS:
 @comments_api.record_once
 def _set_up(state: BlueprintSetupState) -> None:
     """Check the settings once and scope JSON errors to this mount's /api/ prefix."""
-    state.app.extensions["commentsvc"] = settings.options_for(state.app.config)
+    options = settings.options_for(state.app.config)
+    options["RESPONSE_CACHE"] = (ResponseCache(options["RESPONSE_CACHE_MB"] * 2**20)
+                                 if options["RESPONSE_CACHE_MB"] else None)
+    options["QUERY_SCHEMA"] = ListQuerySchema(content_types=options["CONTENT_TYPES"])
+    state.app.extensions["commentsvc"] = options
     install_error_handler(state.app, (state.url_prefix or "").rstrip("/") + "/api/")

@@ -24,13 +24,12 @@ def last(request: Request, name: str) -> str | None:
     return values[-1] if values and values[-1] != "" else None
 
 
-def list_filters(request: Request, content_types: tuple[str, ...],
+def list_filters(request: Request, schema: ListQuerySchema,
                  default_size: int, max_size: int) -> tuple[CommentList, int]:
     """The list a request names and its page size; 400 with field messages if malformed."""
     raw = {name: last(request, name) for name in ("content_type", "object_id", "page_size")}
     try:
-        args = ListQuerySchema(content_types=content_types).load(
-            {name: value for name, value in raw.items() if value is not None})
+        args = schema.load({name: value for name, value in raw.items() if value is not None})
     except ValidationError as exc:
         raise ValidationFailed(exc.messages) from exc
     size = min(args["page_size"] or default_size, max_size)

@@ -17,6 +17,12 @@ def api_response(payload: Any, status: int = 200,
     A 304 carries the headers only.
     """
     body = b"" if status == 304 else orjson.dumps(payload)
+    return encoded_response(body, status, headers)
+
+
+def encoded_response(body: bytes, status: int = 200,
+                     headers: dict[str, str] | None = None) -> Response:
+    """A response of an already encoded JSON body, with the headers every answer needs."""
     response = Response(body, status=status, mimetype="application/json")
     response.headers["Allow"] = ALLOW
     response.headers["Vary"] = "Accept"

@@ -105,6 +105,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_EMBEDDED_REPLIES", 0, _non_negative_int,
             "Most replies embedded in a root comment's replies (the newest); 0 embeds all. "
             "Every reply is also listed on its own."),
+    Setting("RESPONSE_CACHE_MB", 64, _non_negative_int,
+            "Megabytes of rendered list responses each worker keeps, keyed by ETag; 0 turns "
+            "the cache off."),
     Setting("CACHE_MAX_AGE", 0, _non_negative_int,
             "Seconds a client or CDN may reuse a list response before revalidating it "
             "with its ETag; 0 means revalidate every time."),

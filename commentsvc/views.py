@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import orjson
 from flask import request
 from flask.views import MethodView
 
 from . import caching, pagination, request_args, settings, store
 from .db import get_engine, snapshot
 from .errors import NotAuthenticated, NotFound
-from .responses import api_response
+from .responses import api_response, encoded_response
 from .schemas import Display, dump_comments
 
 DESCRIPTION = (
@@ -23,6 +26,17 @@ def display_options() -> Display:
     return Display(tz=options["TZINFO"], default_avatar=options["DEFAULT_AVATAR"])
 
 
+def cached_or_built(tag: str, options: dict, build: Callable[[], bytes]) -> bytes:
+    """The response body stored under ``tag``, or ``build()``'s, kept for next time."""
+    cache = options["RESPONSE_CACHE"]
+    body = cache.get(tag) if cache is not None else None
+    if body is None:
+        body = build()
+        if cache is not None:
+            cache.put(tag, body)
+    return body
+
+
 class CommentListView(MethodView):
     """GET lists comments; POST will add one; OPTIONS describes the endpoint."""
 
@@ -30,7 +44,7 @@ class CommentListView(MethodView):
         """List comments newest first (ties by id), one page, with the p8n navigation."""
         options = settings.current()
         comments, page_size = request_args.list_filters(
-            request, options["CONTENT_TYPES"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
+            request, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         request_args.response_format(request)
         query = request_args.raw_query(request)
         with snapshot(get_engine()) as conn:
@@ -44,13 +58,15 @@ class CommentListView(MethodView):
             headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
             if caching.matches(request, tag):
                 return api_response(None, 304, headers)
-            entries = store.page(conn, comments,
-                                 *pagination.position_range(page, page_size, state.count),
-                                 reply_cap=options["MAX_EMBEDDED_REPLIES"])
-        return api_response({
-            "results": dump_comments(entries, display_options()),
-            "p8n": pagination.build_p8n(request.base_url, query, page, num_pages),
-        }, headers=headers)
+            body = cached_or_built(tag, options, lambda: orjson.dumps({
+                "results": dump_comments(
+                    store.page(conn, comments,
+                               *pagination.position_range(page, page_size, state.count),
+                               reply_cap=options["MAX_EMBEDDED_REPLIES"]),
+                    display_options()),
+                "p8n": pagination.build_p8n(request.base_url, query, page, num_pages),
+            }))
+        return encoded_response(body, headers=headers)
 
     def post(self):
         """Adding comments needs a signed-in user; no credentials means 401."""
