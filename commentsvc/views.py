@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import orjson
-from flask import request
+from flask import Response, request
 from flask.views import MethodView
+from sqlalchemy.engine import Connection
 
 from . import caching, pagination, request_args, settings, store
-from .db import get_engine, snapshot
+from .db import get_engine, single_statement, snapshot
 from .errors import NotAuthenticated, NotFound
+from .lists import CommentList
 from .responses import api_response, encoded_response
 from .schemas import Display, dump_comments
 
@@ -26,47 +26,61 @@ def display_options() -> Display:
     return Display(tz=options["TZINFO"], default_avatar=options["DEFAULT_AVATAR"])
 
 
-def cached_or_built(tag: str, options: dict, build: Callable[[], bytes]) -> bytes:
-    """The response body stored under ``tag``, or ``build()``'s, kept for next time."""
+def list_response(conn: Connection, comments: CommentList, page_size: int, options: dict,
+                  build: bool) -> Response | None:
+    """The answer for one page of a list: 304, the cached body, or (if ``build``) a new one.
+
+    Without ``build``, None means the page is not cached and must be built.
+    """
+    query = request_args.raw_query(request)
+    state = store.state(conn, comments)
+    num_pages = pagination.num_pages(state.count, page_size)
+    try:
+        page = pagination.parse_page(request_args.last(request, "page"), num_pages)
+    except pagination.InvalidPage as exc:
+        raise NotFound("Invalid page.") from exc
+    tag = caching.list_etag(state, request.base_url, query, options["DISPLAY_DIGEST"])
+    headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
+    if caching.matches(request, tag):
+        return api_response(None, 304, headers)
     cache = options["RESPONSE_CACHE"]
     body = cache.get(tag) if cache is not None else None
+    if body is None and not build:
+        return None
     if body is None:
-        body = build()
+        entries = store.page(conn, comments,
+                             *pagination.position_range(page, page_size, state.count),
+                             reply_cap=options["MAX_EMBEDDED_REPLIES"])
+        body = orjson.dumps({
+            "results": dump_comments(entries, display_options()),
+            "p8n": pagination.build_p8n(request.base_url, query, page, num_pages),
+        })
         if cache is not None:
             cache.put(tag, body)
-    return body
+    return encoded_response(body, headers=headers)
 
 
 class CommentListView(MethodView):
     """GET lists comments; POST will add one; OPTIONS describes the endpoint."""
 
     def get(self):
-        """List comments newest first (ties by id), one page, with the p8n navigation."""
+        """List comments newest first (ties by id), one page, with the p8n navigation.
+
+        A 304 or a cached page needs one statement; only a page to build opens a snapshot
+        in which the count, the slice and the replies are read together.
+        """
         options = settings.current()
         comments, page_size = request_args.list_filters(
             request, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         request_args.response_format(request)
-        query = request_args.raw_query(request)
-        with snapshot(get_engine()) as conn:
-            state = store.state(conn, comments)
-            num_pages = pagination.num_pages(state.count, page_size)
-            try:
-                page = pagination.parse_page(request_args.last(request, "page"), num_pages)
-            except pagination.InvalidPage as exc:
-                raise NotFound("Invalid page.") from exc
-            tag = caching.list_etag(state, request.base_url, query, options["DISPLAY_DIGEST"])
-            headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
-            if caching.matches(request, tag):
-                return api_response(None, 304, headers)
-            body = cached_or_built(tag, options, lambda: orjson.dumps({
-                "results": dump_comments(
-                    store.page(conn, comments,
-                               *pagination.position_range(page, page_size, state.count),
-                               reply_cap=options["MAX_EMBEDDED_REPLIES"]),
-                    display_options()),
-                "p8n": pagination.build_p8n(request.base_url, query, page, num_pages),
-            }))
-        return encoded_response(body, headers=headers)
+        engine = get_engine()
+        if options["RESPONSE_CACHE"] is not None:
+            with single_statement(engine) as conn:
+                response = list_response(conn, comments, page_size, options, build=False)
+            if response is not None:
+                return response
+        with snapshot(engine) as conn:
+            return list_response(conn, comments, page_size, options, build=True)
 
     def post(self):
         """Adding comments needs a signed-in user; no credentials means 401."""
