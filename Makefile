@@ -7,7 +7,7 @@ WORKERS ?= 2
 DEMO_COMMENTS ?= 2000
 DEMO_TARGETS ?= 40
 
-.PHONY: install run test lint bench clean-demo
+.PHONY: install run test lint bench bench-full clean-demo
 
 $(BIN)/.installed: requirements.txt
 	python3 -m venv $(VENV)
@@ -28,6 +28,13 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+
+# Benchmarks on the local PostgreSQL server (databases commentsvc_bench*): see BENCHMARKS.md.
+bench: install
+	$(BIN)/python bench/run.py --comments 1000000
+
+bench-full: install
+	$(BIN)/python bench/run.py --comments 10000000
 
 clean-demo:
 	rm -f instance/commentsvc.sqlite3 instance/commentsvc.sqlite3-wal instance/commentsvc.sqlite3-shm

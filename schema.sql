@@ -23,8 +23,8 @@ CREATE TABLE IF NOT EXISTS commentsvc_comment (
     id            BIGINT PRIMARY KEY,
     content_type  VARCHAR(100) NOT NULL,
     object_id     BIGINT NOT NULL,
-    parent_id     BIGINT REFERENCES commentsvc_comment (id),
-    author_id     BIGINT NOT NULL REFERENCES commentsvc_user (id),
+    parent_id     BIGINT,
+    author_id     BIGINT NOT NULL,
     body          TEXT NOT NULL,
     date_added    TIMESTAMP NOT NULL,
     is_deleted    BOOLEAN NOT NULL DEFAULT FALSE,
@@ -32,7 +32,12 @@ CREATE TABLE IF NOT EXISTS commentsvc_comment (
     is_read       BOOLEAN NOT NULL DEFAULT FALSE,
     site_pos      BIGINT NOT NULL DEFAULT 0,
     kind_pos      BIGINT NOT NULL DEFAULT 0,
-    target_pos    BIGINT NOT NULL DEFAULT 0
+    target_pos    BIGINT NOT NULL DEFAULT 0,
+    -- Named as PostgreSQL would name them: a bulk load drops and re-adds them by name.
+    CONSTRAINT commentsvc_comment_parent_id_fkey
+        FOREIGN KEY (parent_id) REFERENCES commentsvc_comment (id),
+    CONSTRAINT commentsvc_comment_author_id_fkey
+        FOREIGN KEY (author_id) REFERENCES commentsvc_user (id)
 );
 
 -- One index per list: a page is a range scan of at most page_size entries.
@@ -42,8 +47,9 @@ CREATE INDEX IF NOT EXISTS commentsvc_comment_site_pos
 CREATE INDEX IF NOT EXISTS commentsvc_comment_kind_pos
     ON commentsvc_comment (content_type, kind_pos);
 
+-- object_id first: the same lookups, and building it sorts on a number before any text.
 CREATE INDEX IF NOT EXISTS commentsvc_comment_target_pos
-    ON commentsvc_comment (content_type, object_id, target_pos);
+    ON commentsvc_comment (object_id, content_type, target_pos);
 
 -- A page's replies in one query, already in list order.
 CREATE INDEX IF NOT EXISTS commentsvc_comment_replies

@@ -62,15 +62,20 @@ def export_command(file) -> None:
 @click.option("--targets", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", "seed_value", default=1, show_default=True, type=int,
               help="Same seed, same data.")
+@click.option("--hot-share", default=0.0, show_default=True,
+              type=click.FloatRange(min=0.0, max=1.0),
+              help="Share of all comments that go to the most popular target.")
 @click.option("--if-empty", is_flag=True, help="Do nothing when comments already exist.")
-def seed_command(comments: int, targets: int, seed_value: int, if_empty: bool) -> None:
+def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
+                 if_empty: bool) -> None:
     """Generate realistic demo users, pages and comments, deterministically."""
     with db.writing(_engine()) as conn:  # positions are renumbered: API writers wait
         db.create_schema(conn)
         if if_empty and demo.has_comments(conn):
             click.echo("Comments already exist; nothing seeded.")
             return
-        report = demo.seed(conn, comments=comments, targets=targets, seed=seed_value)
+        report = demo.seed(conn, comments=comments, targets=targets, seed=seed_value,
+                           hot_share=hot_share)
     click.echo(report)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import click
 from sqlalchemy.engine import Connection
 
-from . import bulk, settings, store
+from . import bulk, loading, settings, store
 from .interchange import PAGE_TYPE, USER_TYPE
 from .queries import interchange as q
 
@@ -45,14 +45,19 @@ def has_comments(conn: Connection) -> bool:
 
 
 def seed(conn: Connection, *, comments: int, targets: int, seed: int,
-         progress: bool | None = None, content_types: Iterable[str] | None = None) -> str:
+         progress: bool | None = None, content_types: Iterable[str] | None = None,
+         hot_share: float = 0.0) -> str:
     """Add demo users, comic pages and ``comments`` comments on ``targets`` targets.
 
     Returns a one-line summary. ``progress`` (default: above PROGRESS_THRESHOLD comments)
     draws a bar on stderr; ``content_types`` defaults to the app's configured ones.
+    ``hot_share`` gives the most popular target that share of all comments (a viral
+    page), on top of the usual long tail; 0 leaves popularity to the long tail alone.
     """
     if comments < 0 or targets < 1:
         raise ValueError("seeding needs comments >= 0 and targets >= 1")
+    if not 0.0 <= hot_share <= 1.0:
+        raise ValueError("hot_share must be between 0 and 1")
     if content_types is None:
         content_types = settings.current()["CONTENT_TYPES"]
     user_targets, page_targets = _split_targets(targets, frozenset(content_types))
@@ -71,19 +76,23 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     chosen += [(PAGE_TYPE, max_page + 1 + k) for k in range(page_targets)]
     rng.shuffle(chosen)  # popularity follows this order, so mix users and pages
 
-    generator = _CommentGenerator(rng, words, chosen, user_ids, max_comment + 1)
+    generator = _CommentGenerator(rng, words, chosen, user_ids, max_comment + 1, hot_share)
     rows: Iterable[tuple] = generator.rows(comments)
     if progress is None:
         progress = comments > PROGRESS_THRESHOLD
-    if progress:
-        with click.progressbar(length=comments, label="Seeding comments",
-                               file=sys.stderr) as bar:
-            bulk.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS,
-                             _reporting(rows, bar.update))
-        click.echo("Renumbering lists...", err=True)
+    with loading.deferred_indexes(conn) as first_load:
+        if progress:
+            with click.progressbar(length=comments, label="Seeding comments",
+                                   file=sys.stderr) as bar:
+                bulk.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS,
+                                 _reporting(rows, bar.update))
+            click.echo("Building indexes and counting lists...", err=True)
+        else:
+            bulk.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS, rows)
+    if first_load:
+        store.recount(conn)  # the generator numbered the rows as an empty table's
     else:
-        bulk.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS, rows)
-    store.renumber(conn)
+        store.renumber(conn)
     return (f"Seeded {n_users} users, {page_targets} comic pages and {comments} comments "
             f"({generator.replies} replies) on {targets} targets with seed {seed}.")
 
@@ -182,12 +191,13 @@ def _pages(rng: random.Random, words: dict[str, Any], first_id: int,
 class _CommentGenerator:
     """Comments in time order, so ids, dates and list positions all grow together.
 
-    Positions are written as they will be for an empty table, so store.renumber finds
-    nothing to change there; on a table with comments it corrects them.
+    Positions are written as they will be for an empty table, so a first load needs only
+    its lists counted; on a table with comments store.renumber corrects them.
     """
 
     def __init__(self, rng: random.Random, words: dict[str, Any],
-                 targets: list[tuple[str, int]], user_ids: range, first_id: int) -> None:
+                 targets: list[tuple[str, int]], user_ids: range, first_id: int,
+                 hot_share: float = 0.0) -> None:
         self.rng = rng
         self.words = words
         self.targets = targets
@@ -195,13 +205,14 @@ class _CommentGenerator:
         self.user_ids = user_ids
         self.author_weights = _zipf_weights(len(user_ids), 0.8)
         self.first_id = first_id
+        self.hot_share = hot_share
         self.replies = 0
 
     def rows(self, n: int) -> Iterator[tuple]:
         """(id, content_type, object_id, parent_id, author_id, body, date_added,
         is_deleted, is_anonymous, is_read, site_pos, kind_pos, target_pos) rows."""
         rng, random_ = self.rng, self.rng.random
-        targets, target_weights = self.targets, self.target_weights
+        targets, target_weights, hot_share = self.targets, self.target_weights, self.hot_share
         target_total = target_weights[-1] if target_weights else 0.0
         user_ids, author_weights = self.user_ids, self.author_weights
         author_total = author_weights[-1]
@@ -223,7 +234,10 @@ class _CommentGenerator:
                 date_added = max(date_added, previous)
             previous = date_added
 
-            t = bisect(target_weights, random_() * target_total)
+            if hot_share and random_() < hot_share:
+                t = 0
+            else:
+                t = bisect(target_weights, random_() * target_total)
             content_type, object_id = targets[min(t, len(targets) - 1)]
             roots = recent_roots.get(t)
             comment_id = self.first_id + i

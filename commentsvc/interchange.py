@@ -10,14 +10,17 @@ equal to a stored row is skipped, one that differs stops the import.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
-from . import bulk, settings, store
+from . import bulk, loading, settings, store
 from .queries import interchange as q
 
 USER_TYPE = "users.user"
@@ -90,19 +93,24 @@ def load(conn: Connection, lines: Iterable[bytes | str], *,
     _run_all(conn, q.CREATE_STAGING)
     try:
         _stage(conn, lines, parser)
+        if not _index_unique_ids(conn):
+            _run_all(conn, q.STAGING_IDS)
+            _check_duplicates(conn)
         _run_all(conn, q.INDEX_STAGING)
-        _check_duplicates(conn)
         _check_references(conn)
-        conn.execute(q.RESOLVE_THREADS)
+        _run_all(conn, q.RESOLVE_THREADS)
         _check_cycles(conn)
         _check_unchanged(conn)
-        report = _merge(conn)
+        with loading.deferred_indexes(conn) as first_load:
+            report = _merge(conn, numbered=first_load)
+        if first_load:
+            store.recount(conn)
+        elif report.added:
+            store.renumber(conn)
     except ImportFailed:
         _run_all(conn, q.DROP_STAGING)
         raise
     _run_all(conn, q.DROP_STAGING)
-    if report.added:
-        store.renumber(conn)
     return report
 
 
@@ -121,6 +129,8 @@ _STAGES = {
 def _stage(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser) -> None:
     """Check each line and stage its record; at most one batch per type is held."""
     pending: dict[str, list[tuple]] = {kind: [] for kind in _STAGES}
+    # A small number per content type: the numbering sorts on it (q.MERGE_NUMBERED).
+    kinds = {name: number for number, name in enumerate(sorted(parser.content_types))}
 
     def flush(kind: str) -> None:
         table, columns = _STAGES[kind]
@@ -132,12 +142,24 @@ def _stage(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser
         if parsed is None:
             continue
         kind, row = parsed
+        if kind == "comment":  # its first guess at its thread and its kind's number
+            row = (*row, row[1] if row[4] is None else row[4], kinds[row[2]])
         pending[kind].append(row)
         if len(pending[kind]) >= BATCH_SIZE:
             flush(kind)
     for kind in _STAGES:
         if pending[kind]:
             flush(kind)
+
+
+def _index_unique_ids(conn: Connection) -> bool:
+    """Index the staged ids as unique; False (and no index) if the file repeats an id."""
+    try:
+        with conn.begin_nested():
+            _run_all(conn, q.UNIQUE_STAGING_IDS)
+    except IntegrityError:
+        return False
+    return True
 
 
 def _first_failure(conn: Connection, checks) -> None:
@@ -208,13 +230,20 @@ def _check_unchanged(conn: Connection) -> None:
     ])
 
 
-def _merge(conn: Connection) -> ImportReport:
-    """Insert the staged records that are not stored yet; count both kinds."""
+def _merge(conn: Connection, numbered: bool) -> ImportReport:
+    """Insert the staged records that are not stored yet; count both kinds.
+
+    ``numbered``: the comment table is empty and has no foreign keys for now, so every
+    staged comment goes in at once with its list positions (no renumbering after).
+    """
     users, pages, comments = conn.execute(q.COUNT_STAGED).one()
     users_added = conn.execute(q.MERGE_USERS).rowcount
     pages_added = conn.execute(q.MERGE_PAGES).rowcount
-    comments_added = conn.execute(q.MERGE_ROOTS).rowcount
-    comments_added += conn.execute(q.MERGE_REPLIES).rowcount
+    if numbered:
+        comments_added = conn.execute(q.MERGE_NUMBERED).rowcount
+    else:
+        comments_added = conn.execute(q.MERGE_ROOTS).rowcount
+        comments_added += conn.execute(q.MERGE_REPLIES).rowcount
     return ImportReport(
         users_added=users_added, users_unchanged=users - users_added,
         comicpages_added=pages_added, comicpages_unchanged=pages - pages_added,
@@ -311,6 +340,20 @@ def _utc_datetime(field: str, value: Any) -> datetime:
 
 Check = Callable[[str, Any], Any]
 
+# A comment record: "type" and its ten fields.
+_COMMENT_KEYS = 11
+# Where a key may end: every key of a line is followed by one, so a line with as many of
+# these as its parsed record has keys repeats none (a string value may only add more).
+_KEY_END = re.compile(rb'"[ \t\r\n]*:')
+
+
+def _key_endings(raw: bytes) -> int:
+    """How many matches of _KEY_END the line holds; counted without the regular expression
+    when no quote is followed by white space (nearly always: it is several times faster)."""
+    if b'" ' in raw or b'"\t' in raw or b'"\n' in raw or b'"\r' in raw:
+        return len(_KEY_END.findall(raw))
+    return raw.count(b'":')
+
 
 class _RecordParser:
     """Turns one line into (record type, staging row), or raises ImportFailed."""
@@ -338,10 +381,62 @@ class _RecordParser:
 
     def parse(self, number: int, raw: bytes | str) -> tuple[str, tuple] | None:
         """The staged row of line ``number``; None for a blank line."""
+        if type(raw) is bytes:
+            row = self._well_formed_comment(number, raw)
+            if row is not None:
+                return "comment", row
         try:
             return self._parse(number, raw)
         except _Invalid as exc:
             raise ImportFailed(number, str(exc)) from None
+
+    def _well_formed_comment(self, number: int, raw: bytes) -> tuple | None:
+        """The staged row of a comment line that passes every check; None otherwise.
+
+        Nearly every line of a big file is such a comment, and this path is three times
+        faster than ``_parse``. It accepts exactly what ``_parse`` would accept and the
+        same way; on anything else, or on doubt, it returns None and ``_parse`` decides
+        and explains. orjson refuses what ``_parse`` refuses (invalid UTF-8, NaN, lone
+        surrogates, a byte order mark) but keeps the last of repeated keys silently, so
+        the line must hold no more key endings (``"`` then ``:``) than the record has keys.
+        """
+        if b"\\u0000" in raw or b"\x00" in raw:
+            return None
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+        if (type(record) is not dict or len(record) != _COMMENT_KEYS
+                or record.get("type") != "comment"
+                or _key_endings(raw) != _COMMENT_KEYS):
+            return None
+        try:
+            comment_id, object_id, author_id = (record["id"], record["object_id"],
+                                                record["author_id"])
+            content_type, parent_id, body = (record["content_type"], record["parent_id"],
+                                             record["body"])
+            date_added, is_deleted = record["date_added"], record["is_deleted"]
+            is_anonymous, is_read = record["is_anonymous"], record["is_read"]
+        except KeyError:
+            return None
+        if not (type(comment_id) is int and 1 <= comment_id <= MAX_ID
+                and type(object_id) is int and 1 <= object_id <= MAX_ID
+                and type(author_id) is int and 1 <= author_id <= MAX_ID
+                and (parent_id is None or type(parent_id) is int and 1 <= parent_id <= MAX_ID)
+                and type(content_type) is str and content_type in self.content_types
+                and type(body) is str and type(date_added) is str
+                and type(is_deleted) is bool and type(is_anonymous) is bool
+                and type(is_read) is bool):
+            return None
+        try:
+            parsed = datetime.fromisoformat(date_added)
+            if parsed.tzinfo is None or parsed.utcoffset() is None:
+                return None
+            when = parsed.astimezone(UTC).replace(tzinfo=None)
+        except (ValueError, OverflowError):
+            return None
+        return (number, comment_id, content_type, object_id, parent_id, author_id, body,
+                when, is_deleted, is_anonymous, is_read)
 
     def _parse(self, number: int, raw: bytes | str) -> tuple[str, tuple] | None:
         if isinstance(raw, bytes):

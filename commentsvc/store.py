@@ -85,6 +85,11 @@ def _replies_statement(conn: Connection, reply_cap: int):
 def renumber(conn: Connection) -> None:
     """Recompute every position and every list count after a bulk change."""
     conn.execute(positions.RENUMBER_ALL)
+    recount(conn)
+
+
+def recount(conn: Connection) -> None:
+    """Recompute every list count (positions already exact, as after a numbered load)."""
     conn.execute(positions.RECOUNT_ALL)
 
 

@@ -18,7 +18,8 @@ PAGE_STAGE = "commentsvc_import_comicpage"
 PAGE_STAGE_COLUMNS = ("line", "id", "title")
 COMMENT_STAGE = "commentsvc_import_comment"
 COMMENT_STAGE_COLUMNS = ("line", "id", "content_type", "object_id", "parent_id", "author_id",
-                         "body", "date_added", "is_deleted", "is_anonymous", "is_read")
+                         "body", "date_added", "is_deleted", "is_anonymous", "is_read",
+                         "thread_id", "kind")
 
 # The real tables and columns demo.seed streams into.
 USER_TABLE = "commentsvc_user"
@@ -80,14 +81,27 @@ CREATE_STAGING = (
             is_deleted    BOOLEAN NOT NULL,
             is_anonymous  BOOLEAN NOT NULL,
             is_read       BOOLEAN NOT NULL,
-            thread_id     BIGINT
+            thread_id     BIGINT,
+            kind          SMALLINT NOT NULL
         )
     """),
 )
 
-# Indexes built once the staging tables are full (cheaper than during the load), and
-# fresh statistics: PostgreSQL's autovacuum never analyzes temporary tables.
-INDEX_STAGING = (
+# Indexes built once the staging tables are full (cheaper than during the load). The id
+# indexes are first tried as unique ones: when that works the file repeats no id and the
+# duplicate checks are skipped; otherwise they are built plain and the checks run.
+UNIQUE_STAGING_IDS = (
+    text("""
+        CREATE UNIQUE INDEX commentsvc_import_user_id ON commentsvc_import_user (id)
+    """),
+    text("""
+        CREATE UNIQUE INDEX commentsvc_import_comicpage_id ON commentsvc_import_comicpage (id)
+    """),
+    text("""
+        CREATE UNIQUE INDEX commentsvc_import_comment_id ON commentsvc_import_comment (id)
+    """),
+)
+STAGING_IDS = (
     text("""
         CREATE INDEX commentsvc_import_user_id ON commentsvc_import_user (id)
     """),
@@ -97,6 +111,11 @@ INDEX_STAGING = (
     text("""
         CREATE INDEX commentsvc_import_comment_id ON commentsvc_import_comment (id)
     """),
+)
+
+# The parent index, and fresh statistics: PostgreSQL's autovacuum never analyzes
+# temporary tables.
+INDEX_STAGING = (
     text("""
         CREATE INDEX commentsvc_import_comment_parent
             ON commentsvc_import_comment (parent_id)
@@ -239,20 +258,44 @@ PARENT_ON_OTHER_TARGET = text("""
     LIMIT 1
 """)
 
-# Give every staged comment its thread's root id (its own id for a root), walking down
-# from the roots, so a reply to a reply is stored under the root. Comments in or below a
-# parent cycle are never reached and keep NULL. A parent only in the database is already
-# stored one level deep, so its root is its own parent or itself
-# (indexes commentsvc_import_comment_parent and commentsvc_import_comment_id).
-RESOLVE_THREADS = text("""
+# Every comment is staged with a first guess at its thread's root: itself for a root, its
+# parent for a reply. The guess is right for nearly every line (replies answer roots); the
+# three statements below correct the rest, touching only those rows.
+#
+# 1. A reply whose staged parent is itself a reply sits deeper than one level: its thread
+#    is not known yet (NULL) (index commentsvc_import_comment_id).
+FORGET_DEEP_THREADS = text("""
+    UPDATE commentsvc_import_comment
+    SET thread_id = NULL
+    WHERE parent_id IS NOT NULL
+      AND EXISTS (SELECT 1 FROM commentsvc_import_comment AS p
+                  WHERE p.id = commentsvc_import_comment.parent_id
+                    AND p.parent_id IS NOT NULL)
+""")
+
+# 2. A reply to a stored reply (not in the file) joins that reply's root: stored comments
+#    are one level deep already (commentsvc_comment pkey, staging id index).
+STORED_PARENT_THREADS = text("""
+    UPDATE commentsvc_import_comment
+    SET thread_id = (SELECT d.parent_id FROM commentsvc_comment AS d
+                     WHERE d.id = commentsvc_import_comment.parent_id)
+    WHERE parent_id IS NOT NULL
+      AND EXISTS (SELECT 1 FROM commentsvc_comment AS d
+                  WHERE d.id = commentsvc_import_comment.parent_id
+                    AND d.parent_id IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM commentsvc_import_comment AS p
+                      WHERE p.id = commentsvc_import_comment.parent_id)
+""")
+
+# 3. The deeper replies take their thread from their parent, walking down from the ones
+#    whose parent's thread is known. A comment in or below a parent cycle is never reached
+#    and keeps NULL (indexes commentsvc_import_comment_parent and _id).
+RESOLVE_DEEP_THREADS = text("""
     WITH RECURSIVE tree (id, thread_id) AS (
-        SELECT s.id,
-               CASE WHEN s.parent_id IS NULL THEN s.id ELSE COALESCE(d.parent_id, d.id) END
+        SELECT s.id, p.thread_id
         FROM commentsvc_import_comment AS s
-        LEFT JOIN commentsvc_comment AS d ON d.id = s.parent_id
-        WHERE s.parent_id IS NULL
-           OR NOT EXISTS (SELECT 1 FROM commentsvc_import_comment AS p
-                          WHERE p.id = s.parent_id)
+        JOIN commentsvc_import_comment AS p ON p.id = s.parent_id
+        WHERE s.thread_id IS NULL AND p.thread_id IS NOT NULL
         UNION ALL
         SELECT s.id, t.thread_id
         FROM commentsvc_import_comment AS s
@@ -263,6 +306,8 @@ RESOLVE_THREADS = text("""
     FROM tree
     WHERE tree.id = commentsvc_import_comment.id
 """)
+
+RESOLVE_THREADS = (FORGET_DEEP_THREADS, STORED_PARENT_THREADS, RESOLVE_DEEP_THREADS)
 
 # The first comment whose parent chain never reaches a root: (line, id, parent_id)
 # (full scan of the staging table, only once).
@@ -362,6 +407,29 @@ MERGE_REPLIES = text("""
     FROM commentsvc_import_comment AS s
     WHERE s.thread_id <> s.id
       AND NOT EXISTS (SELECT 1 FROM commentsvc_comment AS c WHERE c.id = s.id)
+""")
+
+# Add every staged comment, numbered in its three lists, to an empty comment table: one
+# pass with no renumbering after it (a first load; see commentsvc.loading). The numbers
+# are computed on narrow rows, and lists are told apart by the staged kind number rather
+# than by content_type: sorting ten million rows on a text key, or with their bodies,
+# costs several times more.
+MERGE_NUMBERED = text("""
+    INSERT INTO commentsvc_comment (id, content_type, object_id, parent_id, author_id, body,
+                                    date_added, is_deleted, is_anonymous, is_read,
+                                    site_pos, kind_pos, target_pos)
+    SELECT s.id, s.content_type, s.object_id, NULLIF(s.thread_id, s.id), s.author_id, s.body,
+           s.date_added, s.is_deleted, s.is_anonymous, s.is_read,
+           n.site_pos, n.kind_pos, n.target_pos
+    FROM (
+        SELECT id,
+               ROW_NUMBER() OVER (ORDER BY date_added, id) AS site_pos,
+               ROW_NUMBER() OVER (PARTITION BY kind ORDER BY date_added, id) AS kind_pos,
+               ROW_NUMBER() OVER (PARTITION BY kind, object_id
+                                  ORDER BY date_added, id) AS target_pos
+        FROM commentsvc_import_comment
+    ) AS n
+    JOIN commentsvc_import_comment AS s ON s.id = n.id
 """)
 
 # Every user in id order, for export (commentsvc_user pkey).

@@ -1,0 +1,185 @@
+"""EXPLAIN ANALYZE of the SQL behind one page request, at any depth of the biggest lists.
+
+For the whole site's list, the biggest content type's list and the biggest target's list,
+and for pages 1, 1,000, 50,000 and the last (where the list has them), this runs the very
+statements the service runs for a page (the list's counter row, the page's slice, the
+page's replies) under EXPLAIN ANALYZE and reports the median of several runs. The
+baselines show what the usual ways cost on the same data: COUNT(*), ORDER BY ... OFFSET
+and count(*) OVER () beside the slice.
+
+    DATABASE_URL=postgresql://... python bench/sql_bench.py [--json FILE]
+
+Nothing is written to the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from commentsvc import pagination  # noqa: E402
+from commentsvc.lists import CommentList  # noqa: E402
+from commentsvc.queries import listing  # noqa: E402
+
+PAGE_SIZE = 20
+PAGES = ("1", "1000", "50000", "last")
+RUNS = 7
+
+BIGGEST_KIND = sa.text("""
+    SELECT substr(list_key, 6) FROM commentsvc_list_count
+    WHERE list_key LIKE 'kind:%' ORDER BY n DESC, list_key LIMIT 1
+""")
+BIGGEST_TARGET = sa.text("""
+    SELECT list_key FROM commentsvc_list_count
+    WHERE list_key LIKE 'target:%' ORDER BY n DESC, list_key LIMIT 1
+""")
+
+# The usual ways, on the whole site's list, for comparison.
+BASELINE_COUNT = "SELECT COUNT(*) FROM commentsvc_comment"
+BASELINE_OFFSET = """
+    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
+    ORDER BY c.site_pos DESC LIMIT {limit} OFFSET {offset}
+"""
+BASELINE_COUNT_OVER = """
+    SELECT * FROM (
+        SELECT c.id, c.body, c.date_added, COUNT(*) OVER () AS total
+        FROM commentsvc_comment AS c ORDER BY c.site_pos DESC
+    ) AS counted LIMIT {limit} OFFSET {offset}
+"""
+
+
+def explain(conn: Connection, statement, params: dict | None = None) -> tuple[float, float]:
+    """(planning ms, execution ms) of one statement as EXPLAIN ANALYZE reports them."""
+    if isinstance(statement, str):
+        sql, values = statement, {}
+    else:
+        # Bound as the service binds them: psycopg2 sends the values inline, as here.
+        bound = statement.bindparams(**params) if params else statement
+        compiled = bound.compile(dialect=conn.dialect,
+                                 compile_kwargs={"render_postcompile": True})
+        sql, values = compiled.string, compiled.params
+    plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql,
+                                values).scalar_one()
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return plan[0]["Planning Time"], plan[0]["Execution Time"]
+
+
+def median_of(conn: Connection, statement, params: dict | None = None,
+              runs: int = RUNS) -> tuple[float, float]:
+    timings = [explain(conn, statement, params) for _ in range(runs)]
+    return (statistics.median(t[0] for t in timings),
+            statistics.median(t[1] for t in timings))
+
+
+def slice_statement(comments: CommentList):
+    if comments.content_type is None:
+        return listing.SITE_PAGE, {}
+    if comments.object_id is None:
+        return listing.KIND_PAGE, {"content_type": comments.content_type}
+    return listing.TARGET_PAGE, {"content_type": comments.content_type,
+                                 "object_id": comments.object_id}
+
+
+def page_case(conn: Connection, comments: CommentList, page_name: str) -> dict | None:
+    """Planning and execution times of the three statements of one page request."""
+    state = conn.execute(listing.LIST_STATE, {"list_key": comments.key}).one()
+    pages = pagination.num_pages(state.n, PAGE_SIZE)
+    page = pages if page_name == "last" else int(page_name)
+    if page > pages:
+        return None
+    lo, hi = pagination.position_range(page, PAGE_SIZE, state.n)
+    statement, params = slice_statement(comments)
+    params = {**params, "lo": lo, "hi": hi}
+    rows = conn.execute(statement, params).all()
+    root_ids = [row.id for row in rows if row.parent_id is None]
+    timings = {
+        "count": median_of(conn, listing.LIST_STATE, {"list_key": comments.key}),
+        "slice": median_of(conn, statement, params),
+    }
+    if root_ids:
+        timings["replies"] = median_of(conn, listing.REPLIES, {"root_ids": root_ids})
+    return {
+        "list": comments.key, "page": page_name, "page_number": page, "rows": len(rows),
+        "roots": len(root_ids),
+        "planning_ms": round(sum(t[0] for t in timings.values()), 3),
+        "execution_ms": round(sum(t[1] for t in timings.values()), 3),
+        "parts_execution_ms": {name: round(t[1], 3) for name, t in timings.items()},
+    }
+
+
+def baselines(conn: Connection, count: int, slow_runs: int) -> list[dict]:
+    """The usual ways on the whole site's list (slow ones run fewer times)."""
+    results = []
+    planning, execution = median_of(conn, BASELINE_COUNT, runs=slow_runs)
+    results.append({"way": "COUNT(*) of the whole list", "page": "-",
+                    "execution_ms": round(execution, 2)})
+    pages = pagination.num_pages(count, PAGE_SIZE)
+    for name in PAGES:
+        page = pages if name == "last" else int(name)
+        if page > pages:
+            continue
+        offset = (page - 1) * PAGE_SIZE
+        sql = BASELINE_OFFSET.format(limit=PAGE_SIZE, offset=offset)
+        planning, execution = median_of(conn, sql, runs=slow_runs)
+        results.append({"way": "ORDER BY ... LIMIT/OFFSET", "page": name,
+                        "execution_ms": round(execution, 2)})
+    for name in ("1", "last"):
+        page = pages if name == "last" else int(name)
+        sql = BASELINE_COUNT_OVER.format(limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+        planning, execution = median_of(conn, sql, runs=1)
+        results.append({"way": "count(*) OVER () beside the slice", "page": name,
+                        "execution_ms": round(execution, 2)})
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="skip COUNT(*), OFFSET and count(*) OVER () (slow on big data)")
+    parser.add_argument("--baseline-runs", type=int, default=3)
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgresql"):
+        print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
+        return 2
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        kind = conn.execute(BIGGEST_KIND).scalar_one()
+        _, target_type, target_id = conn.execute(BIGGEST_TARGET).scalar_one().rsplit(":", 2)
+        lists = [CommentList(), CommentList(kind), CommentList(target_type, int(target_id))]
+        sizes = {c.key: conn.execute(listing.LIST_STATE, {"list_key": c.key}).one().n
+                 for c in lists}
+        cases = [case for comments in lists for name in PAGES
+                 if (case := page_case(conn, comments, name)) is not None]
+        extra = [] if args.no_baselines else baselines(conn, sizes["site"], args.baseline_runs)
+        conn.rollback()
+    report = {"sizes": sizes, "page_size": PAGE_SIZE, "runs": RUNS, "cases": cases,
+              "baselines": extra}
+    print(f"{'list':<32} {'page':>6} {'rows':>4} {'plan ms':>8} {'exec ms':>8}  parts")
+    for case in cases:
+        print(f"{case['list']:<32} {case['page']:>6} {case['rows']:>4} "
+              f"{case['planning_ms']:>8.3f} {case['execution_ms']:>8.3f}  "
+              f"{case['parts_execution_ms']}")
+    for line in extra:
+        print(f"baseline: {line['way']:<36} page {line['page']:>6}: "
+              f"{line['execution_ms']:>10.2f} ms")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
