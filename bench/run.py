@@ -1,6 +1,6 @@
 """The whole benchmark in one command: load, SQL, HTTP and the 10,000-reply thread.
 
-    python bench/run.py --comments 1000000      # `make bench`: about five minutes
+    python bench/run.py --comments 1000000      # `make bench`: under three minutes
     python bench/run.py --comments 10000000     # `make bench-full`: the 10-million run
 
 On the PostgreSQL server of BENCH_ADMIN_URL (default: the local one, database postgres)

@@ -115,6 +115,7 @@ def page_case(conn: Connection, comments: CommentList, page_name: str) -> dict |
         "roots": len(root_ids),
         "planning_ms": round(sum(t[0] for t in timings.values()), 3),
         "execution_ms": round(sum(t[1] for t in timings.values()), 3),
+        "total_ms": round(sum(t[0] + t[1] for t in timings.values()), 3),
         "parts_execution_ms": {name: round(t[1], 3) for name, t in timings.items()},
     }
 
@@ -168,10 +169,12 @@ def main() -> int:
         conn.rollback()
     report = {"sizes": sizes, "page_size": PAGE_SIZE, "runs": RUNS, "cases": cases,
               "baselines": extra}
-    print(f"{'list':<32} {'page':>6} {'rows':>4} {'plan ms':>8} {'exec ms':>8}  parts")
+    print(f"{'list':<32} {'page':>6} {'rows':>4} {'plan ms':>8} {'exec ms':>8} {'total':>8}"
+          "  parts")
     for case in cases:
         print(f"{case['list']:<32} {case['page']:>6} {case['rows']:>4} "
-              f"{case['planning_ms']:>8.3f} {case['execution_ms']:>8.3f}  "
+              f"{case['planning_ms']:>8.3f} {case['execution_ms']:>8.3f} "
+              f"{case['total_ms']:>8.3f}  "
               f"{case['parts_execution_ms']}")
     for line in extra:
         print(f"baseline: {line['way']:<36} page {line['page']:>6}: "
