@@ -41,7 +41,7 @@ MAX_USERS = 200_000
 
 def has_comments(conn: Connection) -> bool:
     """Whether any comment is stored (seed --if-empty leaves such a database alone)."""
-    return conn.execute(q.ANY_COMMENT).first() is not None
+    return not loading.comments_empty(conn)
 
 
 def seed(conn: Connection, *, comments: int, targets: int, seed: int,
