@@ -90,28 +90,14 @@ CREATE_STAGING = (
 # Indexes built once the staging tables are full (cheaper than during the load). The id
 # indexes are first tried as unique ones: when that works the file repeats no id and the
 # duplicate checks are skipped; otherwise they are built plain and the checks run.
-UNIQUE_STAGING_IDS = (
-    text("""
-        CREATE UNIQUE INDEX commentsvc_import_user_id ON commentsvc_import_user (id)
-    """),
-    text("""
-        CREATE UNIQUE INDEX commentsvc_import_comicpage_id ON commentsvc_import_comicpage (id)
-    """),
-    text("""
-        CREATE UNIQUE INDEX commentsvc_import_comment_id ON commentsvc_import_comment (id)
-    """),
-)
-STAGING_IDS = (
-    text("""
-        CREATE INDEX commentsvc_import_user_id ON commentsvc_import_user (id)
-    """),
-    text("""
-        CREATE INDEX commentsvc_import_comicpage_id ON commentsvc_import_comicpage (id)
-    """),
-    text("""
-        CREATE INDEX commentsvc_import_comment_id ON commentsvc_import_comment (id)
-    """),
-)
+def _staging_id_indexes(kind: str) -> tuple:
+    return tuple(text(f"CREATE {kind} commentsvc_import_{table}_id "
+                      f"ON commentsvc_import_{table} (id)")
+                 for table in ("user", "comicpage", "comment"))
+
+
+UNIQUE_STAGING_IDS = _staging_id_indexes("UNIQUE INDEX")
+STAGING_IDS = _staging_id_indexes("INDEX")
 
 # The parent index, and fresh statistics: PostgreSQL's autovacuum never analyzes
 # temporary tables.
