@@ -41,18 +41,6 @@ def snapshot(engine: Engine) -> Connection:
     return conn
 
 
-def single_statement(engine: Engine) -> Connection:
-    """A connection for one statement: no transaction around it on PostgreSQL.
-
-    A lone statement sees one snapshot by itself, so a request that needs one read (a
-    cache hit, a 304) skips BEGIN and ROLLBACK. SQLite transactions cost no round trip.
-    """
-    conn = engine.connect()
-    if engine.dialect.name == "postgresql":
-        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-    return conn
-
-
 def prepare_engine(engine: Engine) -> None:
     """Give SQLite real transactions, foreign keys, WAL and a busy timeout.
 

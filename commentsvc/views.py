@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import orjson
 from flask import Response, request
 from flask.views import MethodView
 from sqlalchemy.engine import Connection
 
 from . import caching, pagination, request_args, settings, store
-from .db import get_engine, single_statement, snapshot
+from .db import get_engine, snapshot
 from .errors import NotAuthenticated, NotFound
 from .lists import CommentList
 from .responses import api_response, encoded_response
 from .schemas import Display, dump_comments
+from .state_reader import reader_for
 
 DESCRIPTION = (
     "Comments attached to site objects (user profiles, comic pages), newest first, "
@@ -26,14 +29,24 @@ def display_options() -> Display:
     return Display(tz=options["TZINFO"], default_avatar=options["DEFAULT_AVATAR"])
 
 
-def list_response(conn: Connection, comments: CommentList, page_size: int, options: dict,
-                  build: bool) -> Response | None:
-    """The answer for one page of a list: 304, the cached body, or (if ``build``) a new one.
+@dataclass(frozen=True, slots=True)
+class PageAnswer:
+    """What a list state fixes about one page request before any comment is read."""
 
-    Without ``build``, None means the page is not cached and must be built.
+    state: store.ListState
+    page: int
+    num_pages: int
+    query: str
+    tag: str
+    headers: dict[str, str]
+
+
+def page_answer(state: store.ListState, page_size: int, options: dict) -> PageAnswer:
+    """The page asked for, the page count and the ETag, for a list in ``state``.
+
+    An invalid page is 404, as today.
     """
     query = request_args.raw_query(request)
-    state = store.state(conn, comments)
     num_pages = pagination.num_pages(state.count, page_size)
     try:
         page = pagination.parse_page(request_args.last(request, "page"), num_pages)
@@ -41,23 +54,32 @@ def list_response(conn: Connection, comments: CommentList, page_size: int, optio
         raise NotFound("Invalid page.") from exc
     tag = caching.list_etag(state, request.base_url, query, options["DISPLAY_DIGEST"])
     headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
-    if caching.matches(request, tag):
-        return api_response(None, 304, headers)
+    return PageAnswer(state, page, num_pages, query, tag, headers)
+
+
+def known_response(answer: PageAnswer, options: dict) -> Response | None:
+    """304 if the client holds this page, its cached body if this worker has it, else None."""
+    if caching.matches(request, answer.tag):
+        return api_response(None, 304, answer.headers)
     cache = options["RESPONSE_CACHE"]
-    body = cache.get(tag) if cache is not None else None
-    if body is None and not build:
-        return None
-    if body is None:
-        entries = store.page(conn, comments,
-                             *pagination.position_range(page, page_size, state.count),
-                             reply_cap=options["MAX_EMBEDDED_REPLIES"])
-        body = orjson.dumps({
-            "results": dump_comments(entries, display_options()),
-            "p8n": pagination.build_p8n(request.base_url, query, page, num_pages),
-        })
-        if cache is not None:
-            cache.put(tag, body)
-    return encoded_response(body, headers=headers)
+    body = cache.get(answer.tag) if cache is not None else None
+    return encoded_response(body, headers=answer.headers) if body is not None else None
+
+
+def built_response(conn: Connection, comments: CommentList, answer: PageAnswer,
+                   page_size: int, options: dict) -> Response:
+    """The page read and rendered from ``conn``, whose snapshot ``answer`` was read in."""
+    entries = store.page(conn, comments,
+                         *pagination.position_range(answer.page, page_size, answer.state.count),
+                         reply_cap=options["MAX_EMBEDDED_REPLIES"])
+    body = orjson.dumps({
+        "results": dump_comments(entries, display_options()),
+        "p8n": pagination.build_p8n(request.base_url, answer.query, answer.page,
+                                    answer.num_pages),
+    })
+    if options["RESPONSE_CACHE"] is not None:
+        options["RESPONSE_CACHE"].put(answer.tag, body)
+    return encoded_response(body, headers=answer.headers)
 
 
 class CommentListView(MethodView):
@@ -66,21 +88,22 @@ class CommentListView(MethodView):
     def get(self):
         """List comments newest first (ties by id), one page, with the p8n navigation.
 
-        A 304 or a cached page needs one statement; only a page to build opens a snapshot
-        in which the count, the slice and the replies are read together.
+        A 304 or a cached page needs one read, the list's counter row; only a page to build
+        opens a snapshot in which the count, the slice and the replies are read together.
         """
         options = settings.current()
         comments, page_size = request_args.list_filters(
             request, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         request_args.response_format(request)
         engine = get_engine()
-        if options["RESPONSE_CACHE"] is not None:
-            with single_statement(engine) as conn:
-                response = list_response(conn, comments, page_size, options, build=False)
-            if response is not None:
-                return response
+        answer = page_answer(reader_for(engine).read(comments.key), page_size, options)
+        response = known_response(answer, options)
+        if response is not None:
+            return response
         with snapshot(engine) as conn:
-            return list_response(conn, comments, page_size, options, build=True)
+            answer = page_answer(store.state(conn, comments), page_size, options)
+            return known_response(answer, options) or built_response(
+                conn, comments, answer, page_size, options)
 
     def post(self):
         """Adding comments needs a signed-in user; no credentials means 401."""

@@ -59,10 +59,14 @@ def test_postgres_outage_is_503_and_the_service_recovers_by_itself(postgres_url,
 @pytest.mark.parametrize("exc", [sa.exc.OperationalError("SELECT 1", {}, Exception("gone")),
                                  sa.exc.TimeoutError("pool exhausted")])
 def test_database_errors_map_to_503(client, monkeypatch, exc):
-    from commentsvc import store
+    from commentsvc import state_reader, store
 
     def failing(*_args, **_kwargs):
         raise exc
 
-    monkeypatch.setattr(store, "state", failing)
+    monkeypatch.setattr(state_reader.ListStateReader, "read", failing)
     assert_error(client.get("/api/comments/"), 503, UNAVAILABLE)
+    monkeypatch.undo()
+    assert client.get("/api/comments/").status_code == 200  # an empty list's page 1 is built
+    monkeypatch.setattr(store, "state", failing)
+    assert_error(client.get("/api/comments/?page_size=5"), 503, UNAVAILABLE)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from commentsvc import db
-from conftest import make_app
 
 
 def table_names(conn) -> set[str]:
@@ -40,15 +39,3 @@ def test_page_reads_share_one_snapshot(app):
             else:
                 assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
                 assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-
-
-def test_single_statement_connections_have_no_transaction_on_postgresql(postgres_url):
-    app = make_app(postgres_url)
-    with app.app_context():
-        engine = db.get_engine()
-        # now() is the transaction's start: equal twice in a snapshot, not between statements
-        with db.snapshot(engine) as conn:
-            assert len({conn.exec_driver_sql("SELECT now()").scalar() for _ in range(2)}) == 1
-        with db.single_statement(engine) as conn:
-            assert len({conn.exec_driver_sql("SELECT now()").scalar() for _ in range(2)}) == 2
-        engine.dispose()

@@ -1,0 +1,123 @@
+"""The counter-row reader behind 304s and cached pages: same answers, one round trip, and
+a connection that heals itself, closes with its engine and never crosses a fork."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import sqlalchemy as sa
+
+from commentsvc import db, state_reader, store
+from commentsvc.lists import CommentList
+from conftest import ADMIN_URL, insert_records, make_app
+
+
+def states(app, comments: CommentList):
+    """The list's state as the reader and as a snapshot read it."""
+    with app.app_context():
+        engine = db.get_engine()
+        with db.snapshot(engine) as conn:
+            return state_reader.reader_for(engine).read(comments.key), store.state(conn, comments)
+
+
+def test_reader_agrees_with_the_snapshot_read(app, sample_records):
+    empty = CommentList("users.user", 999_999)
+    assert states(app, CommentList()) == (store.ListState(0, 0), store.ListState(0, 0))
+    insert_records(app, sample_records)
+    comment = next(r for r in sample_records if r["type"] == "comment")
+    for comments in (CommentList(), CommentList(comment["content_type"]),
+                     CommentList(comment["content_type"], comment["object_id"]), empty):
+        by_reader, by_snapshot = states(app, comments)
+        assert by_reader == by_snapshot
+    assert states(app, CommentList())[0].count == sum(
+        r["type"] == "comment" for r in sample_records)
+
+
+def test_reader_sees_each_write_at_once(app, sample_records):
+    insert_records(app, sample_records)
+    before, _ = states(app, CommentList())
+    with app.app_context(), db.writing(db.get_engine()) as conn:
+        root = next(r for r in sample_records if r["type"] == "comment")
+        store.soft_delete(conn, root["id"])
+    after, _ = states(app, CommentList())
+    assert after.count == before.count and after.version > before.version
+
+
+@pytest.fixture
+def pg_app(postgres_url):
+    app = make_app(postgres_url)
+    yield app
+    with app.app_context():
+        db.get_engine().dispose()
+
+
+def backends(app, state: str | None = None) -> int:
+    """Connections to the app's database other than the admin one asking."""
+    database = sa.engine.make_url(app.config["COMMENTSVC_DATABASE_URL"]).database
+    admin = sa.create_engine(ADMIN_URL)
+    try:
+        with admin.connect() as conn:
+            return conn.execute(sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = :db"
+                " AND pid <> pg_backend_pid() AND (:state IS NULL OR state = :state)"),
+                {"db": database, "state": state}).scalar()
+    finally:
+        admin.dispose()
+
+
+def terminate_backends(app) -> None:
+    database = sa.engine.make_url(app.config["COMMENTSVC_DATABASE_URL"]).database
+    admin = sa.create_engine(ADMIN_URL)
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                 " WHERE datname = :db AND pid <> pg_backend_pid()"),
+                         {"db": database})
+    finally:
+        admin.dispose()
+
+
+def read_site(app) -> store.ListState:
+    with app.app_context():
+        return state_reader.reader_for(db.get_engine()).read("site")
+
+
+def test_reads_leave_no_transaction_open_on_postgresql(pg_app):
+    read_site(pg_app)
+    assert backends(pg_app, "idle in transaction") == 0
+    assert backends(pg_app, "idle") >= 1
+
+
+def test_a_killed_connection_is_replaced_without_an_error(pg_app):
+    read_site(pg_app)
+    terminate_backends(pg_app)
+    assert read_site(pg_app) == store.ListState(0, 0)
+
+
+def test_dispose_closes_the_readers_connections(pg_app):
+    read_site(pg_app)
+    with pg_app.app_context():
+        db.get_engine().dispose()
+    assert backends(pg_app) == 0
+    assert read_site(pg_app) == store.ListState(0, 0)  # and reads again afterwards
+
+
+def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents(pg_app):
+    read_site(pg_app)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            ok = read_site(pg_app) == store.ListState(0, 0)
+        except BaseException:  # noqa: BLE001
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert read_site(pg_app) == store.ListState(0, 0)
+    assert backends(pg_app, "idle in transaction") == 0
+
+
+def test_positional_converts_the_named_parameter():
+    assert state_reader.positional("WHERE k = :list_key", "pyformat") == "WHERE k = %s"
+    assert state_reader.positional("WHERE k = :list_key", "qmark") == "WHERE k = ?"
