@@ -5,6 +5,7 @@ A repeated parameter counts by its last value; an empty one counts as missing.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import quote
 
 from flask import Request
@@ -27,9 +28,21 @@ def last(request: Request, name: str) -> str | None:
 def list_filters(request: Request, schema: ListQuerySchema,
                  default_size: int, max_size: int) -> tuple[CommentList, int]:
     """The list a request names and its page size; 400 with field messages if malformed."""
-    raw = {name: last(request, name) for name in ("content_type", "object_id", "page_size")}
+    raw = tuple(last(request, name) for name in _FILTERS)
+    return _loaded_filters(schema, raw, default_size, max_size)
+
+
+_FILTERS = ("content_type", "object_id", "page_size")
+
+
+@lru_cache(maxsize=4096)
+def _loaded_filters(schema: ListQuerySchema, raw: tuple[str | None, ...],
+                    default_size: int, max_size: int) -> tuple[CommentList, int]:
+    """The schema's answer for one spelling of the filters, remembered: the same few
+    spellings come back on nearly every request. Refusals are raised, never remembered."""
     try:
-        args = schema.load({name: value for name, value in raw.items() if value is not None})
+        args = schema.load({name: value for name, value in zip(_FILTERS, raw, strict=True)
+                            if value is not None})
     except ValidationError as exc:
         raise ValidationFailed(exc.messages) from exc
     size = min(args["page_size"] or default_size, max_size)

@@ -1,0 +1,57 @@
+"""Reading the list filters: the schema's answers for a spelling are remembered, its
+refusals are not, and two apps with different content types never share an answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from commentsvc import request_args
+from commentsvc.errors import ValidationFailed
+from commentsvc.lists import CommentList
+from commentsvc.schemas import ListQuerySchema
+
+
+class FakeRequest:
+    """Just enough of a Flask request for the readers: args with getlist."""
+
+    def __init__(self, **args: str):
+        self.args = FakeArgs(args)
+
+
+class FakeArgs(dict):
+    def getlist(self, name):
+        return [self[name]] if name in self else []
+
+
+def test_the_same_spelling_is_answered_from_memory():
+    schema = ListQuerySchema(content_types=("users.user",))
+    request = FakeRequest(content_type="users.user", object_id="7", page_size="5")
+    before = request_args._loaded_filters.cache_info().hits
+    first = request_args.list_filters(request, schema, 10, 100)
+    second = request_args.list_filters(request, schema, 10, 100)
+    assert first == second == (CommentList("users.user", 7), 5)
+    assert request_args._loaded_filters.cache_info().hits == before + 1
+
+
+def test_refusals_are_raised_every_time():
+    schema = ListQuerySchema(content_types=("users.user",))
+    for _ in range(2):
+        with pytest.raises(ValidationFailed) as caught:
+            request_args.list_filters(FakeRequest(object_id="x"), schema, 10, 100)
+        assert "object_id" in caught.value.detail
+
+
+def test_answers_belong_to_their_schema():
+    request = FakeRequest(content_type="comics.comicpage")
+    allowing = ListQuerySchema(content_types=("comics.comicpage",))
+    refusing = ListQuerySchema(content_types=("users.user",))
+    assert request_args.list_filters(request, allowing, 10, 100)[0] == CommentList(
+        "comics.comicpage")
+    with pytest.raises(ValidationFailed):
+        request_args.list_filters(request, refusing, 10, 100)
+
+
+def test_page_size_is_clamped_and_defaulted():
+    schema = ListQuerySchema()
+    assert request_args.list_filters(FakeRequest(page_size="500"), schema, 10, 100)[1] == 100
+    assert request_args.list_filters(FakeRequest(), schema, 10, 100)[1] == 10
