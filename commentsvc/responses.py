@@ -23,9 +23,6 @@ def api_response(payload: Any, status: int = 200,
 def encoded_response(body: bytes, status: int = 200,
                      headers: dict[str, str] | None = None) -> Response:
     """A response of an already encoded JSON body, with the headers every answer needs."""
-    response = Response(body, status=status, mimetype="application/json")
-    response.headers["Allow"] = ALLOW
-    response.headers["Vary"] = "Accept"
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
-    return response
+    shared = {"Allow": ALLOW, "Vary": "Accept"}
+    return Response(body, status=status, mimetype="application/json",
+                    headers={**shared, **headers} if headers else shared)

@@ -52,7 +52,7 @@ def page_answer(state: store.ListState, page_size: int, options: dict) -> PageAn
         page = pagination.parse_page(request_args.last(request, "page"), num_pages)
     except pagination.InvalidPage as exc:
         raise NotFound("Invalid page.") from exc
-    tag = caching.list_etag(state, request.base_url, query, options["DISPLAY_DIGEST"])
+    tag = caching.list_etag(state, caching.request_url(request), query, options["DISPLAY_DIGEST"])
     headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
     return PageAnswer(state, page, num_pages, query, tag, headers)
 

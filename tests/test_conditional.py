@@ -73,3 +73,14 @@ def test_display_settings_are_part_of_the_tag(app_factory, sample_records):
     first, second = utc.test_client().get(URL), paris.test_client().get(URL)
     assert first.headers["ETag"] != second.headers["ETag"]
     assert second.headers["Cache-Control"] == "max-age=60, must-revalidate"
+
+
+@pytest.mark.parametrize("base_url", ["http://other.example", "https://localhost",
+                                      "http://localhost:8080"])
+def test_the_host_and_scheme_the_page_urls_name_are_part_of_the_tag(client, sample, base_url):
+    here = client.get(URL + "&page_size=1")
+    there = client.get(URL + "&page_size=1", base_url=base_url)
+    assert here.get_json()["p8n"]["next_url"] != there.get_json()["p8n"]["next_url"]
+    assert here.headers["ETag"] != there.headers["ETag"]
+    again = client.get(URL + "&page_size=1", base_url=base_url)  # served from the cache
+    assert again.get_json() == there.get_json()
