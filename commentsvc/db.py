@@ -7,13 +7,17 @@ Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension s
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from flask import current_app
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+T = TypeVar("T")
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema.sql"
 
@@ -39,6 +43,24 @@ def snapshot(engine: Engine) -> Connection:
     if engine.dialect.name == "postgresql":
         conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
     return conn
+
+
+def read_snapshot(engine: Engine, work: Callable[[Connection], T]) -> T:
+    """``work(conn)`` in a snapshot; once more on a new connection if the first was dead.
+
+    A pooled connection can have died with the server (a restart, a failover). Rather
+    than ping every connection before use, which costs a round trip per request, a read
+    that finds its connection gone (SQLAlchemy then drops the pool's others too) simply
+    runs again; reads change nothing, so running twice is safe.
+    """
+    try:
+        with snapshot(engine) as conn:
+            return work(conn)
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    with snapshot(engine) as conn:
+        return work(conn)
 
 
 def prepare_engine(engine: Engine) -> None:
@@ -84,18 +106,43 @@ def writing(engine: Engine) -> Iterator[Connection]:
     Every list position depends on every earlier comment, so writers take turns: SQLite
     by BEGIN IMMEDIATE, PostgreSQL by a transaction-scoped advisory lock.
     """
-    with engine.connect().execution_options(**{WRITER_OPTION: True}) as conn, conn.begin():
-        if engine.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": POSITIONS_LOCK})
+    with _locked_writer(engine) as conn:
         yield conn
 
 
+@contextmanager
+def _locked_writer(engine: Engine) -> Iterator[Connection]:
+    """A writer's transaction with its lock taken; a dead pooled connection is replaced.
+
+    The lock is the transaction's first statement, so when it finds the connection gone
+    nothing has been written and a new connection can start over.
+    """
+    for attempt in (1, 2):
+        conn = engine.connect().execution_options(**{WRITER_OPTION: True})
+        try:
+            transaction = conn.begin()
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                             {"key": POSITIONS_LOCK})
+        except DBAPIError as exc:
+            conn.close()
+            if attempt == 2 or not exc.connection_invalidated:
+                raise
+            continue
+        with conn, transaction:
+            yield conn
+        return
+
+
 def engine_options(url: str, connect_timeout: int) -> dict:
-    """Pool settings that let the service notice a lost database and recover by itself."""
+    """Pool settings that let the service notice a lost database and recover by itself.
+
+    No pre-ping: readers and writers replace a dead connection themselves (see
+    ``read_snapshot`` and ``writing``), without a round trip on every checkout.
+    """
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": connect_timeout}}
     return {
-        "pool_pre_ping": True,
         "pool_recycle": 1800,
         "connect_args": {"connect_timeout": connect_timeout},
     }

@@ -3,8 +3,9 @@
 A cached page or a 304 depends on nothing but the list's size and version, so the
 service reads that row over a connection of its own: the driver's connection in
 autocommit (no BEGIN, no ROLLBACK), kept open by this process (no pool checkout, no
-ping). A connection that fails is thrown away and the read tried once more on a new
-one; if that fails too, the error is SQLAlchemy's, which the service answers with 503.
+ping). A connection that fails is thrown away and the read made again through the
+engine, as a page read would be (once more if that connection was dead too); an error
+there is SQLAlchemy's, which the service answers with 503.
 SQLite has no round trips to save (and a memory database lives in one connection), so
 there the read goes through the engine as every other does.
 """
@@ -17,9 +18,10 @@ import threading
 
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from . import settings
+from .db import read_snapshot
 from .queries.listing import LIST_STATE
 from .store import ListState
 
@@ -53,21 +55,24 @@ class ListStateReader:
     def read(self, list_key: str) -> ListState:
         """The size and version of the list ``list_key`` (an empty list: 0, 0)."""
         if self._engine.dialect.name != "postgresql":
-            with self._engine.connect() as conn:
-                row = conn.execute(LIST_STATE, {"list_key": list_key}).first()
-            return ListState(row[0], row[1]) if row else ListState(0, 0)
-        try:
-            row = self._fetch(list_key)
-        except self._engine.dialect.loaded_dbapi.Error:
-            self.discard()
+            row = self._read_through_engine(list_key)
+        else:
             try:
                 row = self._fetch(list_key)
-            except self._engine.dialect.loaded_dbapi.Error as exc:
+            except self._engine.dialect.loaded_dbapi.Error:
                 self.discard()
-                raise sa_exc.DBAPIError.instance(
-                    self._sql, (list_key,), exc, self._engine.dialect.loaded_dbapi.Error,
-                    dialect=self._engine.dialect) from exc
+                row = read_snapshot(self._engine, lambda conn: self._read_on(conn, list_key))
         return ListState(row[0], row[1]) if row else ListState(0, 0)
+
+    def _read_through_engine(self, list_key: str):
+        with self._engine.connect() as conn:
+            return self._read_on(conn, list_key)
+
+    @staticmethod
+    def _read_on(conn: Connection, list_key: str):
+        """The row read through SQLAlchemy, which on a lost connection also marks the
+        pool's older connections stale, so the next ones this reader takes are new."""
+        return conn.execute(LIST_STATE, {"list_key": list_key}).first()
 
     def discard(self) -> None:
         """Close this thread's connection (if any); the next read opens a new one."""

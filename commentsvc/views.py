@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
-from flask import Response, request
+from flask import Request, Response, request
 from flask.views import MethodView
 from sqlalchemy.engine import Connection
 
 from . import caching, pagination, request_args, settings, store
-from .db import get_engine, snapshot
+from .db import get_engine, read_snapshot
 from .errors import NotAuthenticated, NotFound
 from .lists import CommentList
 from .responses import api_response, encoded_response
@@ -41,40 +41,41 @@ class PageAnswer:
     headers: dict[str, str]
 
 
-def page_answer(state: store.ListState, page_size: int, options: dict) -> PageAnswer:
+def page_answer(req: Request, state: store.ListState, page_size: int,
+                options: dict) -> PageAnswer:
     """The page asked for, the page count and the ETag, for a list in ``state``.
 
     An invalid page is 404, as today.
     """
-    query = request_args.raw_query(request)
+    query = request_args.raw_query(req)
     num_pages = pagination.num_pages(state.count, page_size)
     try:
-        page = pagination.parse_page(request_args.last(request, "page"), num_pages)
+        page = pagination.parse_page(request_args.last(req, "page"), num_pages)
     except pagination.InvalidPage as exc:
         raise NotFound("Invalid page.") from exc
-    tag = caching.list_etag(state, caching.request_url(request), query, options["DISPLAY_DIGEST"])
+    tag = caching.list_etag(state, caching.request_url(req), query, options["DISPLAY_DIGEST"])
     headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
     return PageAnswer(state, page, num_pages, query, tag, headers)
 
 
-def known_response(answer: PageAnswer, options: dict) -> Response | None:
+def known_response(req: Request, answer: PageAnswer, options: dict) -> Response | None:
     """304 if the client holds this page, its cached body if this worker has it, else None."""
-    if caching.matches(request, answer.tag):
+    if caching.matches(req, answer.tag):
         return api_response(None, 304, answer.headers)
     cache = options["RESPONSE_CACHE"]
     body = cache.get(answer.tag) if cache is not None else None
     return encoded_response(body, headers=answer.headers) if body is not None else None
 
 
-def built_response(conn: Connection, comments: CommentList, answer: PageAnswer,
-                   page_size: int, options: dict) -> Response:
+def built_response(req: Request, conn: Connection, comments: CommentList,
+                   answer: PageAnswer, page_size: int, options: dict) -> Response:
     """The page read and rendered from ``conn``, whose snapshot ``answer`` was read in."""
     entries = store.page(conn, comments,
                          *pagination.position_range(answer.page, page_size, answer.state.count),
                          reply_cap=options["MAX_EMBEDDED_REPLIES"])
     body = orjson.dumps({
         "results": dump_comments(entries, display_options()),
-        "p8n": pagination.build_p8n(request.base_url, answer.query, answer.page,
+        "p8n": pagination.build_p8n(req.base_url, answer.query, answer.page,
                                     answer.num_pages),
     })
     if options["RESPONSE_CACHE"] is not None:
@@ -88,22 +89,28 @@ class CommentListView(MethodView):
     def get(self):
         """List comments newest first (ties by id), one page, with the p8n navigation.
 
-        A 304 or a cached page needs one read, the list's counter row; only a page to build
-        opens a snapshot in which the count, the slice and the replies are read together.
+        A 304 or a cached page needs one read, the list's counter row (skipped when there
+        is neither a cache nor a tag to compare); only a page to build opens a snapshot in
+        which the count, the slice and the replies are read together.
         """
+        req = request._get_current_object()  # read often: skip the proxy's lookup each time
         options = settings.current()
         comments, page_size = request_args.list_filters(
-            request, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
-        request_args.response_format(request)
+            req, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
+        request_args.response_format(req)
         engine = get_engine()
-        answer = page_answer(reader_for(engine).read(comments.key), page_size, options)
-        response = known_response(answer, options)
-        if response is not None:
-            return response
-        with snapshot(engine) as conn:
-            answer = page_answer(store.state(conn, comments), page_size, options)
-            return known_response(answer, options) or built_response(
-                conn, comments, answer, page_size, options)
+        if options["RESPONSE_CACHE"] is not None or req.if_none_match:
+            answer = page_answer(req, reader_for(engine).read(comments.key), page_size, options)
+            response = known_response(req, answer, options)
+            if response is not None:
+                return response
+
+        def build(conn: Connection) -> Response:
+            answer = page_answer(req, store.state(conn, comments), page_size, options)
+            return known_response(req, answer, options) or built_response(
+                req, conn, comments, answer, page_size, options)
+
+        return read_snapshot(engine, build)
 
     def post(self):
         """Adding comments needs a signed-in user; no credentials means 401."""

@@ -147,3 +147,39 @@ def sample(app):
 def sample_records():
     """The sample fixture's records, not loaded anywhere."""
     return read_ndjson(sample_path())
+
+
+@pytest.fixture
+def pg_app(postgres_url):
+    """An app on the session's PostgreSQL database only, its connections closed after."""
+    app = make_app(postgres_url)
+    yield app
+    with app.app_context():
+        db.get_engine().dispose()
+
+
+def backends(app, state: str | None = None) -> int:
+    """Connections to the app's database other than the admin one asking."""
+    database = sa.engine.make_url(app.config["COMMENTSVC_DATABASE_URL"]).database
+    admin = sa.create_engine(ADMIN_URL)
+    try:
+        with admin.connect() as conn:
+            return conn.execute(sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = :db"
+                " AND pid <> pg_backend_pid() AND (:state IS NULL OR state = :state)"),
+                {"db": database, "state": state}).scalar()
+    finally:
+        admin.dispose()
+
+
+def terminate_backends(app) -> None:
+    """Kill every server process of the app's database, as a restart or failover would."""
+    database = sa.engine.make_url(app.config["COMMENTSVC_DATABASE_URL"]).database
+    admin = sa.create_engine(ADMIN_URL)
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                 " WHERE datname = :db AND pid <> pg_backend_pid()"),
+                         {"db": database})
+    finally:
+        admin.dispose()

@@ -6,9 +6,9 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from commentsvc import db
-from conftest import insert_records
-from helpers import assert_error
+from commentsvc import db, store
+from conftest import insert_records, make_app, terminate_backends
+from helpers import assert_error, newest_first
 from tcp_proxy import TcpProxy
 
 UNAVAILABLE = "The database is unavailable. Try again shortly."
@@ -70,3 +70,35 @@ def test_database_errors_map_to_503(client, monkeypatch, exc):
     assert client.get("/api/comments/").status_code == 200  # an empty list's page 1 is built
     monkeypatch.setattr(store, "state", failing)
     assert_error(client.get("/api/comments/?page_size=5"), 503, UNAVAILABLE)
+
+
+@pytest.mark.parametrize("cache_mb", [0, 64])
+def test_reads_replace_pooled_connections_the_server_dropped(postgres_url, sample_records,
+                                                              cache_mb):
+    """No pre-ping: a page built on a dead pooled connection is read again on a new one."""
+    app = make_app(postgres_url, COMMENTSVC_RESPONSE_CACHE_MB=cache_mb)
+    try:
+        insert_records(app, sample_records)
+        client = app.test_client()
+        assert client.get("/api/comments/?page=2").status_code == 200
+        terminate_backends(app)
+        again = client.get("/api/comments/?page=1")  # not cached: built on a pooled connection
+        assert again.status_code == 200
+        assert [c["id"] for c in again.get_json()["results"]] == newest_first(sample_records)[:10]
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_a_writer_replaces_a_pooled_connection_the_server_dropped(pg_app, sample_records):
+    insert_records(pg_app, sample_records)
+    root = next(r for r in sample_records if r["type"] == "comment")
+    with pg_app.app_context(), db.writing(db.get_engine()) as conn:
+        conn.execute(sa.text("SELECT 1"))  # leaves a connection in the pool
+    terminate_backends(pg_app)
+    with pg_app.app_context(), db.writing(db.get_engine()) as conn:
+        store.soft_delete(conn, root["id"])
+    with pg_app.app_context(), db.snapshot(db.get_engine()) as conn:
+        deleted = conn.execute(sa.text("SELECT is_deleted FROM commentsvc_comment WHERE id = :id"),
+                               {"id": root["id"]}).scalar()
+    assert deleted

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import os
 
-import pytest
-import sqlalchemy as sa
-
 from commentsvc import db, state_reader, store
 from commentsvc.lists import CommentList
-from conftest import ADMIN_URL, insert_records, make_app
+from conftest import backends, insert_records, terminate_backends
 
 
 def states(app, comments: CommentList):
@@ -42,40 +39,6 @@ def test_reader_sees_each_write_at_once(app, sample_records):
         store.soft_delete(conn, root["id"])
     after, _ = states(app, CommentList())
     assert after.count == before.count and after.version > before.version
-
-
-@pytest.fixture
-def pg_app(postgres_url):
-    app = make_app(postgres_url)
-    yield app
-    with app.app_context():
-        db.get_engine().dispose()
-
-
-def backends(app, state: str | None = None) -> int:
-    """Connections to the app's database other than the admin one asking."""
-    database = sa.engine.make_url(app.config["COMMENTSVC_DATABASE_URL"]).database
-    admin = sa.create_engine(ADMIN_URL)
-    try:
-        with admin.connect() as conn:
-            return conn.execute(sa.text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = :db"
-                " AND pid <> pg_backend_pid() AND (:state IS NULL OR state = :state)"),
-                {"db": database, "state": state}).scalar()
-    finally:
-        admin.dispose()
-
-
-def terminate_backends(app) -> None:
-    database = sa.engine.make_url(app.config["COMMENTSVC_DATABASE_URL"]).database
-    admin = sa.create_engine(ADMIN_URL)
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                                 " WHERE datname = :db AND pid <> pg_backend_pid()"),
-                         {"db": database})
-    finally:
-        admin.dispose()
 
 
 def read_site(app) -> store.ListState:
