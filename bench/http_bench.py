@@ -1,6 +1,7 @@
 """Requests per second and latency over HTTP, under gunicorn on loopback.
 
-In one run, each under the same gunicorn settings and load:
+In one run, each under the same gunicorn settings and load, the cases taking turns for
+``--rounds`` rounds (medians reported, each round's figures kept):
   * a bare Flask view returning page 1's body as a fixed string (bench/bare_app.py);
   * the service, page 1 and the last page of the whole site's list, with its response
     cache on (the default) and off (every request reads the database and builds the page).
@@ -28,7 +29,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,9 +130,17 @@ def measure(url: str, args) -> dict:
     return {"url": url, **load(url, args.duration, args.connections)}
 
 
+def median_case(runs: list[dict]) -> dict:
+    """One case over all rounds: the round of median throughput, with every round's req/s."""
+    ordered = sorted(runs, key=lambda run: run["rps"])
+    return {**ordered[len(ordered) // 2], "rps_by_round": [run["rps"] for run in runs]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=int, default=10, help="seconds per case")
+    parser.add_argument("--duration", type=int, default=10, help="seconds per case and round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times every case is measured, the cases taking turns")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn sync workers")
     parser.add_argument("--python-client", action="store_true", help="do not use wrk")
@@ -141,27 +150,55 @@ def main() -> int:
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
         return 2
 
-    cases: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as scratch:
+    runs: dict[str, list[dict]] = {}
+    ratio_runs: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as scratch, ExitStack() as servers:
+        urls: dict[str, str] = {}
         for label, cache_mb in (("cache on", "64"), ("cache off", "0")):
-            env = {"COMMENTSVC_RESPONSE_CACHE_MB": cache_mb}
-            with gunicorn("wsgi:app", env, args.workers) as base:
-                with urllib.request.urlopen(base + PATH) as response:
-                    body = response.read()
-                first = json.loads(body)
-                last_page = first["p8n"]["num_pages"]
-                if label == "cache on":
-                    body_file = Path(scratch, "page1.json")
-                    body_file.write_bytes(body)
-                    body_bytes = len(body)
-                cases[f"service page 1, {label}"] = measure(base + PATH, args)
-                cases[f"service last page ({last_page}), {label}"] = measure(
-                    f"{base}{PATH}?page={last_page}", args)
-        with gunicorn("bench.bare_app:app", {"BENCH_BODY_FILE": str(body_file)},
-                      args.workers) as base:
-            cases["bare Flask view, same body"] = measure(base + PATH, args)
+            base = servers.enter_context(
+                gunicorn("wsgi:app", {"COMMENTSVC_RESPONSE_CACHE_MB": cache_mb}, args.workers))
+            with urllib.request.urlopen(base + PATH) as response:
+                body = response.read()
+            last_page = json.loads(body)["p8n"]["num_pages"]
+            if label == "cache on":
+                body_file = Path(scratch, "page1.json")
+                body_file.write_bytes(body)
+                body_bytes = len(body)
+            urls[f"service page 1, {label}"] = base + PATH
+            urls[f"service last page ({last_page}), {label}"] = f"{base}{PATH}?page={last_page}"
+        base = servers.enter_context(
+            gunicorn("bench.bare_app:app", {"BENCH_BODY_FILE": str(body_file)}, args.workers))
+        urls["bare Flask view, same body"] = base + PATH
 
-    rps = {name: case["rps"] for name, case in cases.items()}
+        # The servers idle while another is measured; taking turns spreads any drift of
+        # the machine over every case, and each round's ratios come from neighbouring runs.
+        for _ in range(args.rounds):
+            rps = {}
+            for name, url in urls.items():
+                runs.setdefault(name, []).append(measure(url, args))
+                rps[name] = runs[name][-1]["rps"]
+            for name, value in round_ratios(rps).items():
+                ratio_runs.setdefault(name, []).append(value)
+
+    cases = {name: median_case(case_runs) for name, case_runs in runs.items()}
+    ratios = {name: round(statistics.median(values), 3) for name, values in ratio_runs.items()}
+    report = {"workers": args.workers, "connections": args.connections,
+              "duration_s": args.duration, "rounds": args.rounds, "body_bytes": body_bytes,
+              "cases": cases, "ratios": ratios, "ratios_by_round": ratio_runs}
+    print(f"{'case (median of rounds)':<42} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'errors':>6}  req/s by round")
+    for name, case in cases.items():
+        print(f"{name:<42} {case['rps']:>9.1f} {case['p50_ms']:>8.3f} {case['p99_ms']:>8.3f} "
+              f"{case['errors']:>6}  {case['rps_by_round']}")
+    for name, value in ratios.items():
+        print(f"ratio {name}: {value} (median; by round {ratio_runs[name]})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def round_ratios(rps: dict[str, float]) -> dict[str, float]:
+    """The ratios the goals name, from one round's requests per second."""
     bare = rps["bare Flask view, same body"]
     ratios = {}
     for label in ("cache on", "cache off"):
@@ -169,18 +206,7 @@ def main() -> int:
         last = next(v for k, v in rps.items() if k.startswith("service last") and label in k)
         ratios[f"last page / page 1, {label}"] = round(last / page1, 3)
         ratios[f"page 1 / bare view, {label}"] = round(page1 / bare, 3)
-    report = {"workers": args.workers, "connections": args.connections,
-              "duration_s": args.duration, "body_bytes": body_bytes, "cases": cases,
-              "ratios": ratios}
-    print(f"{'case':<42} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
-    for name, case in cases.items():
-        print(f"{name:<42} {case['rps']:>9.1f} {case['p50_ms']:>8.3f} {case['p99_ms']:>8.3f} "
-              f"{case['errors']:>6}")
-    for name, value in ratios.items():
-        print(f"ratio {name}: {value}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return ratios
 
 
 if __name__ == "__main__":
