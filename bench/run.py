@@ -1,6 +1,6 @@
 """The whole benchmark in one command: load, SQL, HTTP and the 10,000-reply thread.
 
-    python bench/run.py --comments 1000000      # `make bench`: under three minutes
+    python bench/run.py --comments 1000000      # `make bench`: about six minutes
     python bench/run.py --comments 10000000     # `make bench-full`: the 10-million run
 
 On the PostgreSQL server of BENCH_ADMIN_URL (default: the local one, database postgres)
@@ -79,7 +79,9 @@ def main() -> int:
     parser.add_argument("--comments", type=int, default=1_000_000)
     parser.add_argument("--targets", type=int)
     parser.add_argument("--hot-share", type=float, default=0.12)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per HTTP case")
+    parser.add_argument("--duration", type=int, default=10,
+                        help="seconds per HTTP case and round")
+    parser.add_argument("--rounds", type=int, default=3, help="HTTP rounds, cases taking turns")
     parser.add_argument("--skip-import", action="store_true")
     args = parser.parse_args()
     targets = args.targets or max(10, args.comments // 2000)
@@ -105,8 +107,9 @@ def main() -> int:
             report["import"] = timed(flask + ["import", dump], import_url)
 
     with tempfile.TemporaryDirectory() as scratch:
-        parts = {"sql": ["bench/sql_bench.py"], "http": ["bench/http_bench.py", "--duration",
-                                                          str(args.duration)]}
+        parts = {"sql": ["bench/sql_bench.py"],
+                 "http": ["bench/http_bench.py", "--duration", str(args.duration),
+                          "--rounds", str(args.rounds)]}
         for name, script in parts.items():
             out = str(Path(scratch, f"{name}.json"))
             subprocess.run([python, *script, "--json", out], cwd=ROOT,
