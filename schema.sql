@@ -11,7 +11,15 @@
 CREATE TABLE IF NOT EXISTS commentsvc_user (
     id        BIGINT PRIMARY KEY,
     username  TEXT NOT NULL,
-    avatar    TEXT
+    avatar    TEXT,
+    is_staff  BOOLEAN NOT NULL DEFAULT FALSE
+);
+
+-- Sign-in keys, kept only as the SHA-256 hex digest of the key.
+CREATE TABLE IF NOT EXISTS commentsvc_token (
+    digest   VARCHAR(64) PRIMARY KEY,
+    user_id  BIGINT NOT NULL REFERENCES commentsvc_user (id),
+    created  TIMESTAMP NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS commentsvc_comicpage (

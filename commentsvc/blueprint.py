@@ -13,9 +13,10 @@ from flask.blueprints import BlueprintSetupState
 
 from . import cli, settings
 from .errors import install_error_handler, to_response
+from .rate_limit import PostRateLimit
 from .response_cache import ResponseCache
-from .schemas import ListQuerySchema
-from .views import CommentListView
+from .schemas import INT64_MAX, ListQuerySchema, NewCommentSchema, ReadFlagSchema
+from .views import CommentDetailView, CommentListView
 
 comments_api = Blueprint("commentsvc", __name__, cli_group=None)
 
@@ -23,6 +24,12 @@ comments_api.add_url_rule(
     "/api/comments/",
     view_func=CommentListView.as_view("comment_list"),
     methods=["GET", "POST", "OPTIONS"],
+)
+# Ids are positive 64-bit integers; anything else names no comment (404).
+comments_api.add_url_rule(
+    f"/api/comments/<int(min=1, max={INT64_MAX}):comment_id>/",
+    view_func=CommentDetailView.as_view("comment_detail"),
+    methods=["GET", "PATCH", "DELETE", "OPTIONS"],
 )
 comments_api.register_error_handler(Exception, to_response)
 for command in cli.COMMANDS:
@@ -36,5 +43,10 @@ def _set_up(state: BlueprintSetupState) -> None:
     options["RESPONSE_CACHE"] = (ResponseCache(options["RESPONSE_CACHE_MB"] * 2**20)
                                  if options["RESPONSE_CACHE_MB"] else None)
     options["QUERY_SCHEMA"] = ListQuerySchema(content_types=options["CONTENT_TYPES"])
+    options["NEW_COMMENT_SCHEMA"] = NewCommentSchema(
+        content_types=options["CONTENT_TYPES"], max_body_length=options["MAX_BODY_LENGTH"])
+    options["READ_FLAG_SCHEMA"] = ReadFlagSchema()
+    options["POST_LIMITER"] = PostRateLimit(options["POST_RATE_LIMIT"],
+                                            options["RATE_LIMIT_STORAGE"])
     state.app.extensions["commentsvc"] = options
     install_error_handler(state.app, (state.url_prefix or "").rstrip("/") + "/api/")

@@ -1,4 +1,5 @@
-"""Command-line commands: `flask --app app init-db | import | export | seed`.
+"""Command-line commands: `flask --app app init-db | import | export | seed | create-token |
+revoke-token | staff`.
 
 Each command runs in one transaction: it either finishes or leaves the database as it was.
 """
@@ -10,7 +11,7 @@ import sys
 import click
 from flask.cli import with_appcontext
 
-from . import db, demo, interchange
+from . import auth, db, demo, interchange
 
 
 def _engine():
@@ -79,4 +80,46 @@ def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
     click.echo(report)
 
 
-COMMANDS = (init_db_command, import_command, export_command, seed_command)
+@click.command("create-token")
+@with_appcontext
+@click.argument("user_id", type=int)
+def create_token_command(user_id: int) -> None:
+    """Make a sign-in key for a user and print it (only here: the service keeps a digest)."""
+    try:
+        with db.writing(_engine()) as conn:
+            key = auth.create_token(conn, user_id)
+    except auth.UnknownUser:
+        click.echo(f"No user has id {user_id}.", err=True)
+        sys.exit(1)
+    click.echo(key)
+
+
+@click.command("revoke-token")
+@with_appcontext
+@click.argument("key")
+def revoke_token_command(key: str) -> None:
+    """Withdraw a sign-in key: requests with it get 401 from now on."""
+    with db.writing(_engine()) as conn:
+        revoked = auth.revoke_token(conn, key)
+    if not revoked:
+        click.echo("No such key.", err=True)
+        sys.exit(1)
+    click.echo("Key revoked.")
+
+
+@click.command("staff")
+@with_appcontext
+@click.argument("user_id", type=int)
+@click.option("--remove", is_flag=True, help="Take staff away instead.")
+def staff_command(user_id: int, remove: bool) -> None:
+    """Make a user staff (may delete any comment, mark comic page comments read)."""
+    with db.writing(_engine()) as conn:
+        found = auth.set_staff(conn, user_id, not remove)
+    if not found:
+        click.echo(f"No user has id {user_id}.", err=True)
+        sys.exit(1)
+    click.echo(f"User {user_id} is {'no longer ' if remove else ''}staff.")
+
+
+COMMANDS = (init_db_command, import_command, export_command, seed_command,
+            create_token_command, revoke_token_command, staff_command)

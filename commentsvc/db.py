@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from flask import current_app
-from sqlalchemy import event, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -159,10 +159,23 @@ def create_schema(conn: Connection) -> None:
     """Create every table and index that does not exist yet; safe to run again."""
     for statement in schema_statements():
         conn.exec_driver_sql(statement.rstrip(";"))
+    _add_missing_columns(conn)
+
+
+# Columns added after a table was first created, with their definitions: an older
+# database gets them from init-db (CREATE TABLE IF NOT EXISTS leaves it as it was).
+_LATER_COLUMNS = {("commentsvc_user", "is_staff"): "BOOLEAN NOT NULL DEFAULT FALSE"}
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    inspector = inspect(conn)
+    for (table, column), definition in _LATER_COLUMNS.items():
+        if column not in {c["name"] for c in inspector.get_columns(table)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 def drop_schema(conn: Connection) -> None:
     """Drop the service's tables (tests and `init-db --drop`); the host's are untouched."""
-    for table in ("commentsvc_list_count", "commentsvc_comment",
+    for table in ("commentsvc_token", "commentsvc_list_count", "commentsvc_comment",
                   "commentsvc_comicpage", "commentsvc_user"):
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")

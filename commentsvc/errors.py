@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask, current_app, request
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
 from . import settings
-from .responses import api_response
+from .responses import allow_for, api_response
 
 log = logging.getLogger("commentsvc")
 
@@ -57,6 +57,31 @@ class NotAuthenticated(APIError):
     default_detail = "Authentication credentials were not provided."
 
 
+class PermissionDenied(APIError):
+    status = 403
+    default_detail = "You do not have permission to perform this action."
+
+
+class TooLarge(APIError):
+    status = 413
+    default_detail = "The request body is too large."
+
+
+class UnsupportedMediaType(APIError):
+    status = 415
+
+
+class Throttled(APIError):
+    """Too many posts: 429 with the seconds to wait, in the body and in Retry-After."""
+
+    status = 429
+
+    def __init__(self, wait_seconds: int):
+        super().__init__(f"Request was throttled. Expected available in {wait_seconds} "
+                         f"second{'s' if wait_seconds != 1 else ''}.",
+                         headers={"Retry-After": str(wait_seconds)})
+
+
 class DatabaseUnavailable(APIError):
     status = 503
     default_detail = "The database is unavailable. Try again shortly."
@@ -92,7 +117,19 @@ def to_response(exc: BaseException):
         error = APIError("A server error occurred.", status=500)
     if error.status == 503 and "Retry-After" not in error.headers:
         error.headers["Retry-After"] = str(settings.current()["RETRY_AFTER"])
-    return api_response(error_body(error.detail), error.status, error.headers)
+    return api_response(error_body(error.detail), error.status, error.headers,
+                        allow_for(_resource_endpoint()))
+
+
+def _resource_endpoint() -> str | None:
+    """The endpoint of the resource at this path, also when the method had none (405)."""
+    if request.endpoint is not None:
+        return request.endpoint
+    try:
+        endpoint, _ = current_app.create_url_adapter(request).match(method="GET")
+    except HTTPException:
+        return None
+    return endpoint
 
 
 def install_error_handler(app: Flask, api_prefix: str) -> None:

@@ -1,4 +1,8 @@
-"""How every answer of the collection is built: compact UTF-8 JSON and the shared headers."""
+"""How every answer is built: compact UTF-8 JSON and the headers every answer carries.
+
+``Allow`` names the methods of the resource answering: the collection's, or one
+comment's at /api/comments/<id>/.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +12,28 @@ import orjson
 from flask import Response
 
 ALLOW = "GET, POST, HEAD, OPTIONS"
+DETAIL_ALLOW = "GET, PATCH, DELETE, HEAD, OPTIONS"
+DETAIL_ENDPOINT = "commentsvc.comment_detail"
+
+
+def allow_for(endpoint: str | None) -> str:
+    """The Allow header of the resource an endpoint serves."""
+    return DETAIL_ALLOW if endpoint == DETAIL_ENDPOINT else ALLOW
 
 
 def api_response(payload: Any, status: int = 200,
-                 headers: dict[str, str] | None = None) -> Response:
+                 headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
     """JSON in the key order it was built in, non-ASCII as itself, with Allow and Vary.
 
     A 304 carries the headers only.
     """
-    body = b"" if status == 304 else orjson.dumps(payload)
-    return encoded_response(body, status, headers)
+    body = b"" if status in (204, 304) else orjson.dumps(payload)
+    return encoded_response(body, status, headers, allow)
 
 
 def encoded_response(body: bytes, status: int = 200,
-                     headers: dict[str, str] | None = None) -> Response:
+                     headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
     """A response of an already encoded JSON body, with the headers every answer needs."""
-    shared = {"Allow": ALLOW, "Vary": "Accept"}
+    shared = {"Allow": allow, "Vary": "Accept"}
     return Response(body, status=status, mimetype="application/json",
                     headers={**shared, **headers} if headers else shared)

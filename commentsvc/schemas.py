@@ -23,7 +23,7 @@ from marshmallow import (
 )
 from marshmallow.experimental.context import Context
 
-from . import formatting
+from . import formatting, permissions
 from .store import Comment
 
 ANONYMOUS_AUTHOR = "Anonymous"
@@ -63,6 +63,7 @@ class ReplySchema(Schema):
         """Anonymous comments never send their author; deleted ones never their text."""
         return {
             "id": comment.id,
+            "author_id": comment.author_id,
             "username": None if comment.is_anonymous else comment.username,
             "avatar": None if comment.is_anonymous else comment.avatar,
             "body": "" if comment.is_deleted else comment.body,
@@ -92,12 +93,10 @@ class ReplySchema(Schema):
         return formatting.avatar_url(shown["username"], shown["avatar"], default)
 
     def get_can_delete(self, shown: dict) -> bool:
-        """False: without sign-in no request has a user who may delete."""
-        return False
+        return permissions.can_delete(_display().viewer, shown["author_id"])
 
     def get_can_reply(self, shown: dict) -> bool:
-        """Only a signed-in user may reply, and never to a deleted comment."""
-        return _display().viewer is not None and not shown["is_deleted"]
+        return permissions.can_reply(_display().viewer, shown["is_deleted"])
 
 
 class CommentSchema(ReplySchema):
@@ -167,3 +166,80 @@ class ListQuerySchema(Schema):
     def positive(self, value: int | None, **_kwargs) -> None:
         if value is not None and value < 1:
             raise ValidationError("Ensure this value is greater than or equal to 1.")
+
+
+# Field messages of the writes, in the wording the API uses for every field error.
+_REQUIRED = {"required": "This field is required.", "null": "This field may not be null."}
+
+
+class WholeNumber(fields.Integer):
+    """A JSON integer or a string of digits: no booleans, no fractions, no "+1"."""
+
+    default_error_messages = {"invalid": "A valid integer is required."}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, int | str) or (
+                isinstance(value, str) and not _INTEGER.fullmatch(value)):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class Text(fields.String):
+    """A string that can be stored anywhere: no NUL characters."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if "\x00" in text:
+            raise ValidationError("Null characters are not allowed.")
+        return text
+
+
+class NewCommentSchema(Schema):
+    """The fields of POST /api/comments/; whether the target and parent exist is checked
+    against the database when the comment is written."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    content_type = fields.String(required=True, error_messages=_REQUIRED)
+    object_id = WholeNumber(required=True, error_messages=_REQUIRED)
+    body = Text(required=True, error_messages={**_REQUIRED, "invalid": "Not a valid string."})
+    parent = WholeNumber(load_default=None, allow_none=True)
+    is_anonymous = fields.Boolean(load_default=False,
+                                  error_messages={"invalid": "Must be a valid boolean."})
+
+    def __init__(self, *, content_types: tuple[str, ...] = (), max_body_length: int = 5000,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.content_types = content_types
+        self.max_body_length = max_body_length
+
+    @validates("content_type")
+    def known_content_type(self, value: str, **_kwargs) -> None:
+        if value not in self.content_types:
+            allowed = ", ".join(sorted(self.content_types))
+            raise ValidationError(f'Unknown content type "{value}". Allowed values: {allowed}.')
+
+    @validates("body")
+    def sized(self, value: str, **_kwargs) -> None:
+        if not value.strip():
+            raise ValidationError("This field may not be blank.")
+        if len(value) > self.max_body_length:
+            raise ValidationError(
+                f"Ensure this field has no more than {self.max_body_length} characters.")
+
+
+class ReadFlagSchema(Schema):
+    """The one field PATCH /api/comments/<id>/ changes; naming any other is an error."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    is_read = fields.Boolean(required=True,
+                             error_messages={**_REQUIRED, "invalid": "Must be a valid boolean."})
+
+    @validates_schema(pass_original=True)
+    def nothing_else(self, _data: dict, original: dict, **_kwargs) -> None:
+        others = sorted(set(original) - {"is_read"})
+        if others:
+            raise ValidationError({name: ["This field cannot be changed."] for name in others})

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from limits import parse_many
+from limits.storage import storage_from_string
+from werkzeug.utils import import_string
+
 PREFIX = "COMMENTSVC_"
 
 
@@ -66,6 +70,37 @@ def _text(raw: Any) -> str:
     return str(raw)
 
 
+def _rate(raw: Any) -> str:
+    """A rate such as "10/minute" or "5 per 30 seconds" (the limits library's notation);
+    empty turns the limit off."""
+    value = str(raw).strip()
+    if value:
+        try:
+            parse_many(value)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a rate such as 10/minute") from exc
+    return value
+
+
+def _storage_uri(raw: Any) -> str:
+    value = str(raw)
+    try:
+        storage_from_string(value)
+    except Exception as exc:  # noqa: BLE001 - any failure means it cannot be used
+        raise ValueError(f"not a usable rate-limit storage: {exc}") from exc
+    return value
+
+
+def _callable(raw: Any) -> Callable[[], Any] | None:
+    """A function, or "package.module:function" naming one; empty means none."""
+    if raw is None or raw == "":
+        return None
+    value = import_string(raw) if isinstance(raw, str) else raw
+    if not callable(value):
+        raise ValueError("must be a function (or the dotted name of one)")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: its config key, default, parser and the help the README shows."""
@@ -111,6 +146,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CACHE_MAX_AGE", 0, _non_negative_int,
             "Seconds a client or CDN may reuse a list response before revalidating it "
             "with its ETag; 0 means revalidate every time."),
+    Setting("MAX_BODY_LENGTH", 5000, _positive_int,
+            "Most characters in a posted comment's body."),
+    Setting("MAX_REQUEST_BYTES", 65536, _positive_int,
+            "Largest request body a write accepts; a larger one is answered 413."),
+    Setting("POST_RATE_LIMIT", "30/minute", _rate,
+            "How often one user may post, e.g. 10/minute or 100/day (moving window); "
+            "empty turns the limit off."),
+    Setting("RATE_LIMIT_STORAGE", "memory://", _storage_uri,
+            "Where posting counts are kept: memory:// counts in each worker; "
+            "redis://host:6379 shares them between workers and machines."),
+    Setting("CURRENT_USER", None, _callable,
+            "A host site's function returning its signed-in user (an object with id and "
+            "optionally username, avatar, is_staff) or None; a dotted name in the "
+            "environment."),
 )
 
 BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}

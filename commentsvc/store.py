@@ -17,6 +17,7 @@ class Comment:
 
     id: int
     parent_id: int | None
+    author_id: int  # never sent; decides who may delete it
     username: str
     avatar: str | None
     body: str
@@ -63,7 +64,18 @@ def page(conn: Connection, comments: CommentList, lo: int, hi: int,
     else:
         statement = listing.TARGET_PAGE
         params.update(content_type=comments.content_type, object_id=comments.object_id)
-    entries = [Comment(*row) for row in conn.execute(statement, params)]
+    return _with_replies(conn, [Comment(*row) for row in conn.execute(statement, params)],
+                         reply_cap)
+
+
+def one(conn: Connection, comment_id: int, reply_cap: int = 0) -> Comment | None:
+    """One comment as a list shows it (a root with its replies), or None if there is none."""
+    row = conn.execute(listing.ONE_COMMENT, {"id": comment_id}).first()
+    return _with_replies(conn, [Comment(*row)], reply_cap)[0] if row else None
+
+
+def _with_replies(conn: Connection, entries: list[Comment], reply_cap: int) -> list[Comment]:
+    """``entries`` with each root's replies embedded, newest first."""
     roots = {entry.id: entry for entry in entries if entry.parent_id is None}
     for root in roots.values():
         root.replies = []
@@ -155,6 +167,34 @@ def _place(conn: Connection, column: str, size: int, scope: dict,
     position = conn.execute(before, {**scope, "date_added": key[0], "id": key[1]}).scalar_one()
     conn.execute(shift, {**scope, "pos": position + 1})
     return position + 1
+
+
+@dataclass(frozen=True, slots=True)
+class CommentFacts:
+    """What deciding about one comment needs: where it is, whose it is, its state."""
+
+    id: int
+    content_type: str
+    object_id: int
+    parent_id: int | None
+    author_id: int
+    is_deleted: bool
+
+
+def facts(conn: Connection, comment_id: int) -> CommentFacts | None:
+    """The comment's target, thread, author and deleted flag; None if there is none."""
+    row = conn.execute(writes.COMMENT_FACTS, {"id": comment_id}).first()
+    return CommentFacts(row.id, row.content_type, row.object_id, row.parent_id,
+                        row.author_id, bool(row.is_deleted)) if row else None
+
+
+def target_exists(conn: Connection, content_type: str, object_id: int) -> bool:
+    """Whether the user or comic page a comment would be attached to exists.
+
+    A content type the service keeps no table for has no targets it could check.
+    """
+    statement = writes.TARGET_EXISTS.get(content_type)
+    return statement is not None and conn.execute(statement, {"id": object_id}).first() is not None
 
 
 def soft_delete(conn: Connection, comment_id: int) -> bool:

@@ -1,32 +1,77 @@
-"""The HTTP resource /api/comments/: each method reads like the sentence that describes it."""
+"""The HTTP resources /api/comments/ and /api/comments/<id>/: each method reads like the
+sentence that describes it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import orjson
-from flask import Request, Response, request
+from flask import Request, Response, request, url_for
 from flask.views import MethodView
+from marshmallow import ValidationError
 from sqlalchemy.engine import Connection
 
-from . import caching, pagination, request_args, settings, store
-from .db import get_engine, read_snapshot
-from .errors import NotAuthenticated, NotFound
+from . import (
+    auth,
+    caching,
+    pagination,
+    permissions,
+    posting,
+    request_args,
+    request_body,
+    settings,
+    store,
+)
+from .db import get_engine, read_snapshot, writing
+from .errors import NotAuthenticated, NotFound, PermissionDenied, ValidationFailed
 from .lists import CommentList
-from .responses import api_response, encoded_response
+from .responses import DETAIL_ALLOW, DETAIL_ENDPOINT, api_response, encoded_response
 from .schemas import Display, dump_comments
 from .state_reader import reader_for
 
+DETAIL_DESCRIPTION = (
+    "One comment: GET shows it as lists do; PATCH {\"is_read\": true|false} marks it read "
+    "or unread (the owner of the commented object); DELETE removes its text and keeps its "
+    "place (its author or staff)."
+)
 DESCRIPTION = (
     "Comments attached to site objects (user profiles, comic pages), newest first, "
     "in numbered pages. Filter with content_type and object_id."
 )
 
 
-def display_options() -> Display:
+def display_options(viewer: auth.Viewer | None = None) -> Display:
     """How comments are shown to this request (time zone, default avatar, viewer)."""
     options = settings.current()
-    return Display(tz=options["TZINFO"], default_avatar=options["DEFAULT_AVATAR"])
+    return Display(tz=options["TZINFO"], default_avatar=options["DEFAULT_AVATAR"],
+                   viewer=viewer)
+
+
+def viewer_of(req: Request, options: dict) -> auth.Viewer | None:
+    """The signed-in user, if any: by token, or by the host site's function when mounted.
+
+    A request with neither credentials nor a host function costs nothing here.
+    """
+    loader = options["CURRENT_USER"]
+    if loader is None and "Authorization" not in req.headers:
+        return None
+    return auth.current_viewer(req, get_engine(), loader)
+
+
+def signed_in(req: Request, options: dict) -> auth.Viewer:
+    """The signed-in user; 401 with a WWW-Authenticate challenge when there is none."""
+    viewer = viewer_of(req, options)
+    if viewer is None:
+        raise NotAuthenticated(headers={"WWW-Authenticate": auth.CHALLENGE})
+    return viewer
+
+
+def loaded(schema, fields: dict) -> dict:
+    """A schema's load of the request's fields; 400 with field messages when it refuses."""
+    try:
+        return schema.load(fields)
+    except ValidationError as exc:
+        raise ValidationFailed(exc.messages) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +84,15 @@ class PageAnswer:
     query: str
     tag: str
     headers: dict[str, str]
+    viewer: auth.Viewer | None
 
 
 def page_answer(req: Request, state: store.ListState, page_size: int,
-                options: dict) -> PageAnswer:
+                options: dict, viewer: auth.Viewer | None) -> PageAnswer:
     """The page asked for, the page count and the ETag, for a list in ``state``.
 
-    An invalid page is 404, as today.
+    An invalid page is 404, as today. What a signed-in user sees differs (``can_delete``,
+    ``can_reply``), so their tag names them and their responses are private.
     """
     query = request_args.raw_query(req)
     num_pages = pagination.num_pages(state.count, page_size)
@@ -53,9 +100,14 @@ def page_answer(req: Request, state: store.ListState, page_size: int,
         page = pagination.parse_page(request_args.last(req, "page"), num_pages)
     except pagination.InvalidPage as exc:
         raise NotFound("Invalid page.") from exc
-    tag = caching.list_etag(state, caching.request_url(req), query, options["DISPLAY_DIGEST"])
-    headers = {"ETag": tag, "Cache-Control": options["CACHE_CONTROL"]}
-    return PageAnswer(state, page, num_pages, query, tag, headers)
+    shown_as = options["DISPLAY_DIGEST"]
+    cache_control = options["CACHE_CONTROL"]
+    if viewer is not None:
+        shown_as = f"{shown_as}\x00{viewer.id}\x00{viewer.is_staff}"
+        cache_control = "private, " + cache_control
+    tag = caching.list_etag(state, caching.request_url(req), query, shown_as)
+    headers = {"ETag": tag, "Cache-Control": cache_control}
+    return PageAnswer(state, page, num_pages, query, tag, headers, viewer)
 
 
 def known_response(req: Request, answer: PageAnswer, options: dict) -> Response | None:
@@ -74,7 +126,7 @@ def built_response(req: Request, conn: Connection, comments: CommentList,
                          *pagination.position_range(answer.page, page_size, answer.state.count),
                          reply_cap=options["MAX_EMBEDDED_REPLIES"])
     body = orjson.dumps({
-        "results": dump_comments(entries, display_options()),
+        "results": dump_comments(entries, display_options(answer.viewer)),
         "p8n": pagination.build_p8n(req.base_url, answer.query, answer.page,
                                     answer.num_pages),
     })
@@ -84,7 +136,7 @@ def built_response(req: Request, conn: Connection, comments: CommentList,
 
 
 class CommentListView(MethodView):
-    """GET lists comments; POST will add one; OPTIONS describes the endpoint."""
+    """GET lists comments; POST adds one; OPTIONS describes the endpoint."""
 
     def get(self):
         """List comments newest first (ties by id), one page, with the p8n navigation.
@@ -98,23 +150,41 @@ class CommentListView(MethodView):
         comments, page_size = request_args.list_filters(
             req, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         request_args.response_format(req)
+        viewer = viewer_of(req, options)
         engine = get_engine()
         if options["RESPONSE_CACHE"] is not None or req.if_none_match:
-            answer = page_answer(req, reader_for(engine).read(comments.key), page_size, options)
+            answer = page_answer(req, reader_for(engine).read(comments.key), page_size,
+                                 options, viewer)
             response = known_response(req, answer, options)
             if response is not None:
                 return response
 
         def build(conn: Connection) -> Response:
-            answer = page_answer(req, store.state(conn, comments), page_size, options)
+            answer = page_answer(req, store.state(conn, comments), page_size, options, viewer)
             return known_response(req, answer, options) or built_response(
                 req, conn, comments, answer, page_size, options)
 
         return read_snapshot(engine, build)
 
     def post(self):
-        """Adding comments needs a signed-in user; no credentials means 401."""
-        raise NotAuthenticated(headers={"WWW-Authenticate": 'Token realm="api"'})
+        """Add a comment (or a reply) as the signed-in user: 201 with it as lists show it.
+
+        Fields are checked first, then the target and parent inside the writers' lock,
+        then the user's posting limit; any refusal writes nothing.
+        """
+        req = request._get_current_object()
+        options = settings.current()
+        viewer = signed_in(req, options)
+        fields = loaded(options["NEW_COMMENT_SCHEMA"],
+                        request_body.read_fields(req, options["MAX_REQUEST_BYTES"]))
+        with writing(get_engine()) as conn:
+            auth.ensure_user(conn, viewer)
+            posting.check(conn, fields)
+            options["POST_LIMITER"].take(viewer.id)
+            comment = store.one(conn, posting.write(conn, viewer.id, fields),
+                                options["MAX_EMBEDDED_REPLIES"])
+        location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
+        return api_response(shown(comment, viewer), 201, {"Location": location})
 
     def options(self):
         """Describe the endpoint: its name, purpose, and what it renders and parses."""
@@ -127,3 +197,66 @@ class CommentListView(MethodView):
         })
 
 
+
+
+def shown(comment: store.Comment, viewer: auth.Viewer | None) -> dict:
+    """One comment as a list entry shows it to ``viewer``."""
+    return dump_comments([comment], display_options(viewer))[0]
+
+
+class CommentDetailView(MethodView):
+    """One comment: GET shows it, PATCH marks it read or unread, DELETE soft-deletes it."""
+
+    def get(self, comment_id: int):
+        """The comment as a list shows it (a root with its replies); 404 if there is none."""
+        req = request._get_current_object()
+        options = settings.current()
+        viewer = viewer_of(req, options)
+        comment = read_snapshot(get_engine(), lambda conn: store.one(
+            conn, comment_id, options["MAX_EMBEDDED_REPLIES"]))
+        if comment is None:
+            raise NotFound()
+        return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
+
+    def patch(self, comment_id: int):
+        """Set ``is_read``: only the owner of what was commented on may (staff for pages)."""
+        req = request._get_current_object()
+        options = settings.current()
+        viewer = signed_in(req, options)
+        is_read = loaded(options["READ_FLAG_SCHEMA"], request_body.read_fields(
+            req, options["MAX_REQUEST_BYTES"]))["is_read"]
+        with writing(get_engine()) as conn:
+            facts = existing(conn, comment_id)
+            if not permissions.can_mark_read(viewer, facts.content_type, facts.object_id):
+                raise PermissionDenied()
+            store.set_read(conn, comment_id, is_read)
+            comment = store.one(conn, comment_id, options["MAX_EMBEDDED_REPLIES"])
+        return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
+
+    def delete(self, comment_id: int):
+        """Soft-delete: the author or staff only; 204, also when it was already deleted."""
+        viewer = signed_in(request._get_current_object(), settings.current())
+        with writing(get_engine()) as conn:
+            facts = existing(conn, comment_id)
+            if not permissions.can_delete(viewer, facts.author_id):
+                raise PermissionDenied()
+            store.soft_delete(conn, comment_id)
+        return api_response(None, 204, allow=DETAIL_ALLOW)
+
+    def options(self, comment_id: int):
+        """Describe the endpoint, as the collection's OPTIONS does."""
+        return api_response({
+            "name": "Comment",
+            "description": DETAIL_DESCRIPTION,
+            "renders": ["application/json"],
+            "parses": ["application/json", "application/x-www-form-urlencoded",
+                       "multipart/form-data"],
+        }, allow=DETAIL_ALLOW)
+
+
+def existing(conn: Connection, comment_id: int) -> store.CommentFacts:
+    """The comment's facts, read in the writer's transaction; 404 if there is none."""
+    facts = store.facts(conn, comment_id)
+    if facts is None:
+        raise NotFound()
+    return facts

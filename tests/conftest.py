@@ -183,3 +183,57 @@ def terminate_backends(app) -> None:
                          {"db": database})
     finally:
         admin.dispose()
+
+
+# A small community for the write tests: ann and bob post, carol is staff; ann's profile
+# and comic page 10 carry a thread each. Ids are chosen apart from each other on purpose.
+COMMUNITY = [
+    {"type": "user", "id": 1, "username": "ann", "avatar": None},
+    {"type": "user", "id": 2, "username": "bob", "avatar": "bob.png"},
+    {"type": "user", "id": 3, "username": "carol", "avatar": None},
+    {"type": "comicpage", "id": 10, "title": "Page ten"},
+    {"type": "comicpage", "id": 11, "title": "Page eleven"},
+    {"type": "comment", "id": 100, "content_type": "comics.comicpage", "object_id": 10,
+     "parent_id": None, "author_id": 1, "body": "First!", "date_added": "2024-01-01T10:00:00Z",
+     "is_deleted": False, "is_anonymous": False, "is_read": False},
+    {"type": "comment", "id": 101, "content_type": "comics.comicpage", "object_id": 10,
+     "parent_id": 100, "author_id": 2, "body": "Second.", "date_added": "2024-01-01T11:00:00Z",
+     "is_deleted": False, "is_anonymous": False, "is_read": False},
+    {"type": "comment", "id": 102, "content_type": "users.user", "object_id": 1,
+     "parent_id": None, "author_id": 2, "body": "Hi ann", "date_added": "2024-01-02T10:00:00Z",
+     "is_deleted": False, "is_anonymous": False, "is_read": False},
+    {"type": "comment", "id": 103, "content_type": "comics.comicpage", "object_id": 10,
+     "parent_id": None, "author_id": 2, "body": "gone", "date_added": "2024-01-03T10:00:00Z",
+     "is_deleted": True, "is_anonymous": False, "is_read": False},
+]
+
+
+class Community:
+    """The community's data loaded into an app, with a token for each user."""
+
+    def __init__(self, app):
+        from commentsvc import auth
+
+        insert_records(app, COMMUNITY)
+        with app.app_context(), db.writing(db.get_engine()) as conn:
+            self.tokens = {name: auth.create_token(conn, user_id)
+                           for name, user_id in (("ann", 1), ("bob", 2), ("carol", 3))}
+            auth.set_staff(conn, 3, True)
+
+    def auth(self, name: str) -> dict[str, str]:
+        """The request headers that sign ``name`` in."""
+        return {"Authorization": f"Token {self.tokens[name]}"}
+
+
+@pytest.fixture
+def community(app):
+    return Community(app)
+
+
+def table_rows(app) -> dict[str, list[tuple]]:
+    """Every row of every table of the service, for checking that a refusal wrote nothing."""
+    with app.app_context(), db.get_engine().connect() as conn:
+        tables = [name for name in sa.inspect(conn).get_table_names()
+                  if name.startswith("commentsvc_")]
+        return {name: sorted(map(tuple, conn.execute(sa.text(f"SELECT * FROM {name}"))),
+                             key=repr) for name in tables}

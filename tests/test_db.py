@@ -16,7 +16,21 @@ def test_create_schema_is_safe_to_run_again(app):
         db.create_schema(conn)
         db.create_schema(conn)
         assert table_names(conn) == {"commentsvc_user", "commentsvc_comicpage",
-                                     "commentsvc_comment", "commentsvc_list_count"}
+                                     "commentsvc_comment", "commentsvc_list_count",
+                                     "commentsvc_token"}
+
+
+def test_create_schema_upgrades_a_database_made_before_sign_in(app):
+    """A user table without is_staff (and no token table) gets both, keeping its rows."""
+    with app.app_context(), db.get_engine().begin() as conn:
+        db.drop_schema(conn)
+        conn.exec_driver_sql("CREATE TABLE commentsvc_user (id BIGINT PRIMARY KEY, "
+                             "username TEXT NOT NULL, avatar TEXT)")
+        conn.exec_driver_sql("INSERT INTO commentsvc_user VALUES (5, 'old', NULL)")
+        db.create_schema(conn)
+        assert "commentsvc_token" in table_names(conn)
+        row = conn.exec_driver_sql("SELECT username, is_staff FROM commentsvc_user").one()
+        assert (row[0], bool(row[1])) == ("old", False)
 
 
 def test_drop_schema_removes_only_the_services_tables(app):

@@ -23,7 +23,7 @@ LIST_STATE = text("""
 
 # One page of the whole site's list, newest first (index commentsvc_comment_site_pos).
 SITE_PAGE = text("""
-    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+    SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read
     FROM (
         SELECT * FROM commentsvc_comment AS c
@@ -37,7 +37,7 @@ SITE_PAGE = text("""
 
 # One page of one content type's list, newest first (index commentsvc_comment_kind_pos).
 KIND_PAGE = text("""
-    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+    SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read
     FROM (
         SELECT * FROM commentsvc_comment AS c
@@ -51,7 +51,7 @@ KIND_PAGE = text("""
 
 # One page of one target's list, newest first (index commentsvc_comment_target_pos).
 TARGET_PAGE = text("""
-    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+    SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read
     FROM (
         SELECT * FROM commentsvc_comment AS c
@@ -64,9 +64,18 @@ TARGET_PAGE = text("""
     ORDER BY c.target_pos DESC
 """).columns(**_ROW_TYPES)
 
+# One comment by id, for its own URL (primary key).
+ONE_COMMENT = text("""
+    SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read
+    FROM commentsvc_comment AS c
+    JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.id = :id
+""").columns(**_ROW_TYPES)
+
 # The replies of a page's roots, each thread newest first (index commentsvc_comment_replies).
 REPLIES = text("""
-    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+    SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read
     FROM commentsvc_comment AS c
     JOIN commentsvc_user AS u ON u.id = c.author_id
@@ -76,7 +85,7 @@ REPLIES = text("""
 
 # At most :cap newest replies of each root, PostgreSQL: one index range per root (LATERAL).
 REPLIES_CAPPED_POSTGRESQL = text("""
-    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+    SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read
     FROM unnest(CAST(:root_ids AS BIGINT[])) AS root (id)
     CROSS JOIN LATERAL (
@@ -92,7 +101,7 @@ REPLIES_CAPPED_POSTGRESQL = text("""
 # At most :cap newest replies of each root, SQLite (no LATERAL): ranked by a window function
 # over the roots' replies (index commentsvc_comment_replies).
 REPLIES_CAPPED_SQLITE = text("""
-    SELECT c.id, c.parent_id, u.username, u.avatar, c.body, c.date_added,
+    SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read
     FROM (
         SELECT x.*, ROW_NUMBER() OVER (PARTITION BY x.parent_id

@@ -1,4 +1,5 @@
-"""SQL of writes that change a comment but not its place: soft delete and marking read."""
+"""SQL of writes that change a comment but not its place (soft delete, marking read), and
+the checks a new comment must pass before it is placed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ from sqlalchemy import bindparam, text
 COMMENT_TARGET = text("""
     SELECT content_type, object_id FROM commentsvc_comment WHERE id = :id
 """)
+
+# What the permissions and a reply's checks need to know of one comment (primary key).
+COMMENT_FACTS = text("""
+    SELECT id, content_type, object_id, parent_id, author_id, is_deleted
+    FROM commentsvc_comment WHERE id = :id
+""")
+
+# Whether the object a comment is posted to exists, by content type (primary keys).
+TARGET_EXISTS = {
+    "users.user": text("SELECT 1 FROM commentsvc_user WHERE id = :id"),
+    "comics.comicpage": text("SELECT 1 FROM commentsvc_comicpage WHERE id = :id"),
+}
 
 # Soft-delete a comment; no row when it was already deleted (primary key).
 SOFT_DELETE = text("""

@@ -1,0 +1,28 @@
+"""SQL of signing in: keys (stored as digests), staff, and users first seen through a host."""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, text
+
+# The user a key digest signs in (primary keys).
+VIEWER_BY_DIGEST = text("""
+    SELECT u.id, u.is_staff FROM commentsvc_token AS t
+    JOIN commentsvc_user AS u ON u.id = t.user_id
+    WHERE t.digest = :digest
+""").columns(is_staff=Boolean())
+
+USER_EXISTS = text("SELECT 1 FROM commentsvc_user WHERE id = :id")
+
+ADD_TOKEN = text("""
+    INSERT INTO commentsvc_token (digest, user_id, created) VALUES (:digest, :user_id, :created)
+""")
+
+REVOKE_TOKEN = text("DELETE FROM commentsvc_token WHERE digest = :digest")
+
+SET_STAFF = text("UPDATE commentsvc_user SET is_staff = :on WHERE id = :id")
+
+# A host's user the service has not seen: added once, an existing row is never changed.
+ADD_USER_IF_MISSING = text("""
+    INSERT INTO commentsvc_user (id, username, avatar) VALUES (:id, :username, :avatar)
+    ON CONFLICT (id) DO NOTHING
+""")

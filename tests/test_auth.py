@@ -1,0 +1,110 @@
+"""Signing in: keys stored as digests, the Token header's rules, the CLI that makes keys
+and staff, and a host's function for its own users."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import sqlalchemy as sa
+
+from commentsvc import auth, db
+from conftest import table_rows
+from helpers import assert_error
+
+URL = "/api/comments/"
+POST = {"content_type": "comics.comicpage", "object_id": 10, "body": "hi"}
+
+
+def stored_digests(app) -> list[str]:
+    with app.app_context(), db.get_engine().connect() as conn:
+        return [row[0] for row in conn.execute(sa.text("SELECT digest FROM commentsvc_token"))]
+
+
+def test_only_the_digest_of_a_key_is_stored(app, community):
+    digests = stored_digests(app)
+    for key in community.tokens.values():
+        assert key not in digests and auth.hash_key(key) in digests
+        assert len(key) == 40
+
+
+@pytest.mark.parametrize(("header", "detail"), [
+    ("Token", "Invalid token header. No credentials provided."),
+    ("Token   ", "Invalid token header. No credentials provided."),
+    ("Token a b", "Invalid token header. Token string should not contain spaces."),
+    ("Token " + "f" * 40, "Invalid token."),
+])
+def test_token_header_errors(app, client, community, header, detail):
+    before = table_rows(app)
+    response = client.post(URL, json=POST, headers={"Authorization": header})
+    assert_error(response, 401, detail)
+    assert response.headers["WWW-Authenticate"] == 'Token realm="api"'
+    assert table_rows(app) == before
+
+
+@pytest.mark.parametrize("scheme", ["token", "TOKEN", "Token"])
+def test_the_scheme_is_case_insensitive(client, community, scheme):
+    response = client.post(URL, json=POST,
+                           headers={"Authorization": f"{scheme} {community.tokens['ann']}"})
+    assert response.status_code == 201
+
+
+def test_other_schemes_are_not_credentials(client, community):
+    headers = {"Authorization": "Basic YW5uOnNlY3JldA=="}
+    assert client.get(URL, headers=headers).status_code == 200
+    assert_error(client.post(URL, json=POST, headers=headers), 401,
+                 "Authentication credentials were not provided.")
+
+
+def test_a_host_user_object_becomes_a_viewer(app):
+    with app.test_request_context():
+        engine = None  # no Token header: the database is not asked
+        assert auth.current_viewer(_request(), engine, None) is None
+        assert auth.current_viewer(_request(), engine, lambda: None) is None
+        assert auth.current_viewer(_request(), engine, lambda: SimpleNamespace(
+            id=4, is_authenticated=False)) is None
+        assert auth.current_viewer(_request(), engine, lambda: SimpleNamespace(
+            id="4", username="dee", is_staff=1)) == auth.Viewer(4, True, "dee", None)
+
+
+def _request():
+    from flask import request
+
+    return request._get_current_object()
+
+
+def test_a_host_user_unknown_and_without_a_name_is_403(app, community):
+    with app.app_context(), db.writing(db.get_engine()) as conn:
+        with pytest.raises(auth.PermissionDenied):
+            auth.ensure_user(conn, auth.Viewer(77))
+        auth.ensure_user(conn, auth.Viewer(1, username="renamed"))  # known: left alone
+        assert conn.execute(sa.text(
+            "SELECT username FROM commentsvc_user WHERE id = 1")).scalar() == "ann"
+
+
+def test_cli_creates_and_revokes_keys(app, runner, community, client):
+    result = runner.invoke(args=["create-token", "2"])
+    assert result.exit_code == 0
+    key = result.output.strip()
+    headers = {"Authorization": f"Token {key}"}
+    assert client.post(URL, json=POST, headers=headers).get_json()["author"] == "bob"
+    assert runner.invoke(args=["revoke-token", key]).exit_code == 0
+    assert_error(client.post(URL, json=POST, headers=headers), 401, "Invalid token.")
+    result = runner.invoke(args=["revoke-token", key])
+    assert result.exit_code == 1 and "No such key." in result.output
+
+
+def test_cli_refuses_unknown_users_and_writes_nothing(app, runner, community):
+    before = table_rows(app)
+    for args in (["create-token", "999"], ["staff", "999"]):
+        result = runner.invoke(args=args)
+        assert result.exit_code == 1 and "No user has id 999." in result.output
+    assert table_rows(app) == before
+
+
+def test_cli_grants_and_removes_staff(app, runner, client, community):
+    assert client.delete("/api/comments/102/", headers=community.auth("ann")).status_code == 403
+    assert runner.invoke(args=["staff", "1"]).exit_code == 0
+    assert client.delete("/api/comments/102/", headers=community.auth("ann")).status_code == 204
+    assert runner.invoke(args=["staff", "1", "--remove"]).exit_code == 0
+    assert client.delete("/api/comments/101/", headers=community.auth("ann")).status_code == 403

@@ -1,0 +1,69 @@
+"""Posting is limited per user: 429 JSON with Retry-After past the limit, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from commentsvc.settings import SettingsError
+from conftest import Community, make_app, table_rows
+from helpers import assert_error
+
+URL = "/api/comments/"
+POST = {"content_type": "comics.comicpage", "object_id": 10, "body": "again"}
+
+
+@pytest.fixture
+def limited(app_factory):
+    app = app_factory(COMMENTSVC_POST_RATE_LIMIT="2/minute")
+    return app, Community(app), app.test_client()
+
+
+def test_past_the_limit_a_post_is_429_with_retry_after(limited):
+    app, community, client = limited
+    for _ in range(2):
+        assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 201
+    before = table_rows(app)
+    response = client.post(URL, json=POST, headers=community.auth("ann"))
+    assert response.status_code == 429
+    wait = int(response.headers["Retry-After"])
+    assert 1 <= wait <= 60
+    assert_error(response, 429,
+                 f"Request was throttled. Expected available in {wait} second"
+                 f"{'s' if wait != 1 else ''}.")
+    assert table_rows(app) == before
+
+
+def test_the_limit_is_per_user(limited):
+    _, community, client = limited
+    for _ in range(2):
+        client.post(URL, json=POST, headers=community.auth("ann"))
+    assert client.post(URL, json=POST, headers=community.auth("bob")).status_code == 201
+
+
+def test_refused_posts_do_not_count(limited):
+    _, community, client = limited
+    for _ in range(5):
+        response = client.post(URL, json={**POST, "body": ""}, headers=community.auth("ann"))
+        assert response.status_code == 400
+    for _ in range(2):
+        assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 201
+
+
+def test_an_empty_limit_turns_it_off(app_factory):
+    app = app_factory(COMMENTSVC_POST_RATE_LIMIT="")
+    community, client = Community(app), app.test_client()
+    for _ in range(35):
+        assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 201
+
+
+def test_the_default_allows_30_a_minute(client, community):
+    for _ in range(30):
+        assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 201
+    assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 429
+
+
+@pytest.mark.parametrize(("name", "value"), [("POST_RATE_LIMIT", "often"),
+                                             ("RATE_LIMIT_STORAGE", "nowhere://")])
+def test_bad_limit_settings_stop_the_service(name, value, tmp_path):
+    with pytest.raises(SettingsError, match=f"COMMENTSVC_{name}"):
+        make_app(f"sqlite:///{tmp_path / 'db.sqlite3'}", **{f"COMMENTSVC_{name}": value})
