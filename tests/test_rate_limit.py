@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import redis
 
+from app import create_app
+from commentsvc import db
 from commentsvc.settings import SettingsError
 from conftest import Community, make_app, table_rows
 from helpers import assert_error
@@ -67,3 +70,35 @@ def test_the_default_allows_30_a_minute(client, community):
 def test_bad_limit_settings_stop_the_service(name, value, tmp_path):
     with pytest.raises(SettingsError, match=f"COMMENTSVC_{name}"):
         make_app(f"sqlite:///{tmp_path / 'db.sqlite3'}", **{f"COMMENTSVC_{name}": value})
+
+
+def redis_answers() -> bool:
+    try:
+        return redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.RedisError:
+        return False
+
+
+REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+@pytest.mark.skipif(not redis_answers(), reason="no Redis server on 127.0.0.1:6379")
+def test_redis_storage_shares_the_count_between_workers(app_factory):
+    """Two apps on one database stand for two workers: with Redis they share one count."""
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    config = {"COMMENTSVC_POST_RATE_LIMIT": "2/minute",
+              "COMMENTSVC_RATE_LIMIT_STORAGE": REDIS_URL}
+    first = app_factory(**config)
+    community = Community(first)
+    second = create_app({"TESTING": True, **config,
+                         "COMMENTSVC_DATABASE_URL": first.config["COMMENTSVC_DATABASE_URL"]})
+    try:
+        headers = community.auth("ann")
+        assert first.test_client().post(URL, json=POST, headers=headers).status_code == 201
+        assert second.test_client().post(URL, json=POST, headers=headers).status_code == 201
+        assert second.test_client().post(URL, json=POST, headers=headers).status_code == 429
+        assert first.test_client().post(URL, json=POST, headers=headers).status_code == 429
+    finally:
+        with second.app_context():
+            db.get_engine().dispose()
+        redis.Redis.from_url(REDIS_URL).flushdb()
