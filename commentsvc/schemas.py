@@ -120,6 +120,13 @@ def dump_comments(comments: list[Comment], display: Display) -> list[dict]:
         return COMMENT_SCHEMA.dump(comments, many=True)
 
 
+def check_content_type(value: str, content_types: tuple[str, ...]) -> None:
+    """A content type must be one of the configured ones; the error names them all."""
+    if value not in content_types:
+        allowed = ", ".join(sorted(content_types))
+        raise ValidationError(f'Unknown content type "{value}". Allowed values: {allowed}.')
+
+
 class DigitsInteger(fields.Integer):
     """An integer written in ASCII digits with an optional minus: no "1.0", "+1" or " 1"."""
 
@@ -148,9 +155,8 @@ class ListQuerySchema(Schema):
 
     @validates("content_type")
     def known_content_type(self, value: str | None, **_kwargs) -> None:
-        if value is not None and value not in self.content_types:
-            allowed = ", ".join(sorted(self.content_types))
-            raise ValidationError(f'Unknown content type "{value}". Allowed values: {allowed}.')
+        if value is not None:
+            check_content_type(value, self.content_types)
 
     @validates("object_id")
     def in_range(self, value: int | None, **_kwargs) -> None:
@@ -216,9 +222,7 @@ class NewCommentSchema(Schema):
 
     @validates("content_type")
     def known_content_type(self, value: str, **_kwargs) -> None:
-        if value not in self.content_types:
-            allowed = ", ".join(sorted(self.content_types))
-            raise ValidationError(f'Unknown content type "{value}". Allowed values: {allowed}.')
+        check_content_type(value, self.content_types)
 
     @validates("body")
     def sized(self, value: str, **_kwargs) -> None:
