@@ -7,6 +7,7 @@ pulled from the iterator one batch at a time, so memory stays flat whatever the 
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -53,6 +54,33 @@ def _copy(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable
     with driver_connection.cursor() as cursor:
         cursor.copy_expert(statement, source)
     return source.count
+
+
+def copy_text(rows: Iterable[tuple]) -> str:
+    """Rows in COPY's text format, one per line (each line ends with a newline)."""
+    lines = [_copy_row(row) for row in rows]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def copy_from_text(conn: Connection, table: str, columns: tuple[str, ...], text: str) -> None:
+    """COPY rows already formatted by ``copy_text`` into ``table`` (PostgreSQL only).
+
+    Used where the formatting ran elsewhere (in worker processes); ``table`` and
+    ``columns`` must be code constants, as for ``insert_rows``.
+    """
+    from psycopg2 import sql
+
+    for name in (table, *columns):
+        if not _IDENTIFIER.fullmatch(name):
+            raise ValueError(f"not a plain SQL identifier: {name!r}")
+    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
+    with conn.connection.driver_connection.cursor() as cursor:
+        cursor.copy_expert(statement, io.StringIO(text), size=_COPY_READ_SIZE)
+
+
+_COPY_READ_SIZE = 1 << 20  # psycopg2 sends the text in pieces of this many characters
 
 
 class _CopySource:

@@ -6,6 +6,7 @@ Each command runs in one transaction: it either finishes or leaves the database 
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -33,13 +34,16 @@ def init_db_command(drop: bool) -> None:
 @click.command("import")
 @with_appcontext
 @click.argument("file", type=click.File("rb"))
-def import_command(file) -> None:
+@click.option("--workers", type=click.IntRange(min=1), default=lambda: os.cpu_count() or 1,
+              show_default="the number of CPUs",
+              help="Processes that check the lines of a big file (PostgreSQL).")
+def import_command(file, workers: int) -> None:
     """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
     try:
         # The writer's lock: positions are renumbered, so no API write may interleave.
         with db.writing(_engine()) as conn:
             db.create_schema(conn)
-            report = interchange.load(conn, file)
+            report = interchange.load(conn, file, workers=workers)
     except interchange.ImportFailed as exc:
         click.echo(f"Import failed: {exc}", err=True)
         sys.exit(1)

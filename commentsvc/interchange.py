@@ -12,22 +12,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain, islice
 from typing import Any
 
 import orjson
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from . import bulk, loading, settings, store
+from . import bulk, loading, parallel, settings, store
 from .queries import interchange as q
 
 USER_TYPE = "users.user"
 PAGE_TYPE = "comics.comicpage"
 
 MAX_ID = 2**63 - 1  # BIGINT
-BATCH_SIZE = 5000
+BATCH_SIZE = 5000  # rows per executemany (SQLite)
+CHUNK_LINES = 10_000  # lines per COPY chunk (PostgreSQL), parsed by one worker
 
 # Export's JSON: one encoder for every line, separators as in the contract's sample.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
@@ -81,10 +84,11 @@ def _plural(n: int, noun: str) -> str:
 
 
 def load(conn: Connection, lines: Iterable[bytes | str], *,
-         content_types: Iterable[str] | None = None) -> ImportReport:
+         content_types: Iterable[str] | None = None, workers: int = 1) -> ImportReport:
     """Import NDJSON ``lines`` in the caller's transaction; raise ImportFailed on a bad line.
 
-    ``content_types`` defaults to the app's configured ones.
+    ``content_types`` defaults to the app's configured ones. ``workers`` > 1 checks the
+    lines of a big file on that many processes (PostgreSQL; see ``_stage_by_copy``).
     """
     if content_types is None:
         content_types = settings.current()["CONTENT_TYPES"]
@@ -92,7 +96,7 @@ def load(conn: Connection, lines: Iterable[bytes | str], *,
     _run_all(conn, q.DROP_STAGING)  # left over if an earlier import here ended oddly
     _run_all(conn, q.CREATE_STAGING)
     try:
-        _stage(conn, lines, parser)
+        _stage(conn, lines, parser, workers)
         if not _index_unique_ids(conn):
             _run_all(conn, q.STAGING_IDS)
             _check_duplicates(conn)
@@ -126,11 +130,29 @@ _STAGES = {
 }
 
 
-def _stage(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser) -> None:
-    """Check each line and stage its record; at most one batch per type is held."""
-    pending: dict[str, list[tuple]] = {kind: [] for kind in _STAGES}
+def _stage(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser,
+           workers: int) -> None:
+    """Check each line and stage its record, holding only a few batches at a time."""
     # A small number per content type: the numbering sorts on it (q.MERGE_NUMBERED).
     kinds = {name: number for number, name in enumerate(sorted(parser.content_types))}
+    if conn.dialect.name == "postgresql":
+        _stage_by_copy(conn, lines, parser.content_types, kinds, workers)
+    else:
+        _stage_rows(conn, lines, parser, kinds)
+
+
+def _staged(kind: str, row: tuple, kinds: dict[str, int]) -> tuple:
+    """The staging row of a parsed record: a comment also gets its first guess at its
+    thread (itself, or its parent) and its kind's number."""
+    if kind == "comment":
+        return (*row, row[1] if row[4] is None else row[4], kinds[row[2]])
+    return row
+
+
+def _stage_rows(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser,
+                kinds: dict[str, int]) -> None:
+    """One line after the other, inserted in batches of BATCH_SIZE rows per type."""
+    pending: dict[str, list[tuple]] = {kind: [] for kind in _STAGES}
 
     def flush(kind: str) -> None:
         table, columns = _STAGES[kind]
@@ -142,14 +164,57 @@ def _stage(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser
         if parsed is None:
             continue
         kind, row = parsed
-        if kind == "comment":  # its first guess at its thread and its kind's number
-            row = (*row, row[1] if row[4] is None else row[4], kinds[row[2]])
-        pending[kind].append(row)
+        pending[kind].append(_staged(kind, row, kinds))
         if len(pending[kind]) >= BATCH_SIZE:
             flush(kind)
     for kind in _STAGES:
         if pending[kind]:
             flush(kind)
+
+
+def _stage_by_copy(conn: Connection, lines: Iterable[bytes | str],
+                   content_types: frozenset[str], kinds: dict[str, int],
+                   workers: int) -> None:
+    """Chunks of CHUNK_LINES lines turned into COPY text, on ``workers`` processes when
+    the file has more than one chunk, and copied in file order."""
+    chunks = _numbered_chunks(lines, CHUNK_LINES)
+    first = next(chunks, None)
+    if first is None:
+        return
+    second = next(chunks, None)
+    if second is None:
+        workers = 1  # a small file: starting processes would cost more than they save
+    items = ((content_types, kinds, start, chunk)
+             for start, chunk in chain([first], [second] if second else [], chunks))
+    with closing(parallel.ordered_map(copy_text_of_chunk, items, workers=workers)) as texts:
+        for chunk_texts in texts:
+            for kind, text in chunk_texts.items():
+                table, columns = _STAGES[kind]
+                bulk.copy_from_text(conn, table, columns, text)
+
+
+def _numbered_chunks(lines: Iterable[bytes | str],
+                     size: int) -> Iterator[tuple[int, list[bytes | str]]]:
+    """(number of the first line, up to ``size`` lines) for consecutive slices."""
+    iterator = iter(lines)
+    start = 1
+    while chunk := list(islice(iterator, size)):
+        yield start, chunk
+        start += len(chunk)
+
+
+def copy_text_of_chunk(content_types: frozenset[str], kinds: dict[str, int], start: int,
+                       lines: list[bytes | str]) -> dict[str, str]:
+    """The COPY text of each record type in ``lines``, the first of which is line
+    ``start``; ImportFailed at the first bad line. Runs in worker processes."""
+    parser = _RecordParser(content_types)
+    rows: dict[str, list[tuple]] = {kind: [] for kind in _STAGES}
+    for number, raw in enumerate(lines, start=start):
+        parsed = parser.parse(number, raw)
+        if parsed is not None:
+            kind, row = parsed
+            rows[kind].append(_staged(kind, row, kinds))
+    return {kind: bulk.copy_text(kind_rows) for kind, kind_rows in rows.items() if kind_rows}
 
 
 def _index_unique_ids(conn: Connection) -> bool:

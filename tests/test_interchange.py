@@ -196,6 +196,42 @@ def test_many_small_batches(app, runner, tmp_path, monkeypatch):
     assert_positions(app)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_chunks_on_worker_processes_load_the_same(app, runner, tmp_path, monkeypatch, workers):
+    """Chunk boundaries and worker processes lose, duplicate and reorder nothing: the
+    result is the file's records, numbered as one process numbers them."""
+    monkeypatch.setattr(interchange, "CHUNK_LINES", 5)
+    records = read_ndjson(sample_path())
+    random.Random(3).shuffle(records)  # replies before their roots, users after comments
+    result = invoke(runner, ["import", "--workers", str(workers), str(write(tmp_path, records))])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Imported 12 users, 4 comic pages, 60 comments (0 already present).\n"
+    assert canonical(export_records(runner, tmp_path)) == canonical(records)
+    assert_positions(app)
+
+
+@pytest.mark.parametrize(("bad", "words"), [
+    (b'{"type": "user", "id": 7, "username": "x"', "invalid JSON"),
+    (b'{"type": "user", "id": 7, "username": "\xff", "avatar": null}', "invalid UTF-8"),
+    (line(comment(500, date_added="2024-03-05T14:07:00")), "time zone"),
+])
+def test_worker_processes_report_the_first_bad_line(app, runner, tmp_path, monkeypatch,
+                                                    bad, words):
+    """With chunks parsed out of order on two processes, the earliest bad line is the one
+    reported, and nothing is written."""
+    monkeypatch.setattr(interchange, "CHUNK_LINES", 4)
+    insert_records(app, BASE)
+    before = export_text(runner, tmp_path)
+    good = [user(1000 + n, f"user {n}") for n in range(40)]
+    later_bad = b'{"type": "user", "id": 9999}'  # missing fields, in a later chunk
+    lines = [*good[:17], bad, *good[17:30], later_bad, *good[30:]]
+    result = invoke(runner, ["import", "--workers", "2", str(write(tmp_path, lines))])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Import failed: line 18: "), result.stderr
+    assert words in result.stderr
+    assert export_text(runner, tmp_path) == before
+
+
 def test_import_onto_existing_data_renumbers(app, runner, tmp_path):
     insert_records(app, BASE)
     result = import_file(runner, sample_path())
