@@ -3,6 +3,8 @@
 Register ``comments_api`` on a Flask app that has Flask-SQLAlchemy set up.
 """
 
-from .blueprint import comments_api
+__version__ = "1.0.0"
 
-__all__ = ["comments_api"]
+from .blueprint import comments_api  # noqa: E402 - after __version__, which it reads
+
+__all__ = ["__version__", "comments_api"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from flask import Blueprint
 from flask.blueprints import BlueprintSetupState
 
-from . import cli, settings
+from . import cli, openapi, settings
 from .errors import install_error_handler, to_response
 from .rate_limit import PostRateLimit
 from .response_cache import ResponseCache
@@ -31,6 +31,9 @@ comments_api.add_url_rule(
     view_func=CommentDetailView.as_view("comment_detail"),
     methods=["GET", "PATCH", "DELETE", "OPTIONS"],
 )
+# The OpenAPI document of these routes, under this mount's prefix.
+comments_api.add_url_rule("/api/schema/", endpoint="openapi_schema",
+                          view_func=openapi.schema_view, methods=["GET"])
 comments_api.register_error_handler(Exception, to_response)
 for command in cli.COMMANDS:
     comments_api.cli.add_command(command)

@@ -46,17 +46,25 @@ def _display() -> Display:
 class ReplySchema(Schema):
     """A comment inside its parent's ``replies``: every Comment field but ``replies``."""
 
+    # A Method field's JSON type is given in its metadata, for the OpenAPI document.
     id = fields.Integer()
-    author = fields.Method("get_author")
-    body = fields.Method("get_body")
-    date_added = fields.Method("get_date_added")
+    author = fields.Method("get_author", metadata={
+        "type": "string", "description": 'Display name; "Anonymous" when is_anonymous.'})
+    body = fields.Method("get_body", metadata={
+        "type": "string", "description": 'The text as safe HTML; "" when is_deleted.'})
+    date_added = fields.Method("get_date_added", metadata={
+        "type": "string", "pattern": r"^\d{2} [A-Z][a-z]{2}, \d{4}, \d{2}:\d{2} [AP]M$",
+        "description": "DD Mon, YYYY, HH:MM AM|PM in the configured time zone.",
+        "example": "07 Jan, 2023, 01:32 AM"})
     is_deleted = fields.Boolean()
     is_anonymous = fields.Boolean()
     is_read = fields.Boolean()
-    author_url = fields.Method("get_author_url")
-    author_avatar = fields.Method("get_author_avatar")
-    can_delete = fields.Method("get_can_delete")
-    can_reply = fields.Method("get_can_reply")
+    author_url = fields.Method("get_author_url", metadata={
+        "type": "string", "description": '/user/<name>/; "" when is_anonymous.'})
+    author_avatar = fields.Method("get_author_avatar", metadata={
+        "type": "string", "description": "/media/users/<name>/thumb/<file>, or the default."})
+    can_delete = fields.Method("get_can_delete", metadata={"type": "boolean"})
+    can_reply = fields.Method("get_can_reply", metadata={"type": "boolean"})
 
     @pre_dump
     def hide(self, comment: Comment, **_kwargs) -> dict[str, Any]:
@@ -102,7 +110,9 @@ class ReplySchema(Schema):
 class CommentSchema(ReplySchema):
     """A top-level list entry: a root carries its replies, a reply listed alone has null."""
 
-    replies = fields.Method("get_replies")
+    replies = fields.Method("get_replies", metadata={
+        "type": ["array", "null"], "items": {"$ref": "#/components/schemas/Reply"},
+        "description": "A root's replies ([] for none); null for a reply listed alone."})
 
     def get_replies(self, shown: dict) -> list[dict] | None:
         if shown["replies"] is None:
