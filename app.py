@@ -1,49 +1,9 @@
-"""The standalone service: an app factory around the commentsvc blueprint.
+"""The standalone service in a checkout: `flask --app app ...`, `gunicorn 'app:create_app()'`.
 
-    flask --app app run           # development server
-    gunicorn 'app:create_app()'   # or wsgi:app
+The factory lives in the package (commentsvc.standalone), so the installed ``commentsvc``
+command builds the same app.
 """
 
-from __future__ import annotations
+from commentsvc.standalone import create_app, db, normalise_url
 
-import os
-from typing import Any
-
-from flask import Flask
-from flask_sqlalchemy import SQLAlchemy
-from werkzeug.middleware.proxy_fix import ProxyFix
-
-from commentsvc import comments_api, settings
-from commentsvc.db import engine_options, prepare_engine
-
-db = SQLAlchemy()
-
-
-def create_app(test_config: dict[str, Any] | None = None) -> Flask:
-    """Build the app from COMMENTSVC_* environment variables, or from ``test_config``."""
-    app = Flask(__name__, instance_relative_config=True)
-    config = settings.from_environment() if test_config is None else dict(test_config)
-    app.config.update(config)
-    os.makedirs(app.instance_path, exist_ok=True)
-
-    url = normalise_url(config.get("COMMENTSVC_DATABASE_URL")
-                        or f"sqlite:///{os.path.join(app.instance_path, 'commentsvc.sqlite3')}")
-    timeout = settings.resolved(config)["DB_CONNECT_TIMEOUT"]
-    app.config["SQLALCHEMY_DATABASE_URI"] = url
-    app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(url, timeout))
-    db.init_app(app)
-    with app.app_context():
-        prepare_engine(db.engine)
-
-    app.register_blueprint(comments_api)
-    proxies = app.extensions["commentsvc"]["TRUSTED_PROXIES"]
-    if proxies:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)
-    return app
-
-
-def normalise_url(url: str) -> str:
-    """Accept the common postgres:// spelling; SQLAlchemy wants postgresql://."""
-    if url.startswith("postgres://"):
-        return "postgresql://" + url[len("postgres://"):]
-    return url
+__all__ = ["create_app", "db", "normalise_url"]

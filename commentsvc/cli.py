@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import IO
 
 import click
 from flask.cli import with_appcontext
@@ -37,7 +38,7 @@ def init_db_command(drop: bool) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=lambda: os.cpu_count() or 1,
               show_default="the number of CPUs",
               help="Processes that check the lines of a big file (PostgreSQL).")
-def import_command(file, workers: int) -> None:
+def import_command(file: IO[bytes], workers: int) -> None:
     """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
     try:
         # The writer's lock: positions are renumbered, so no API write may interleave.
@@ -53,7 +54,7 @@ def import_command(file, workers: int) -> None:
 @click.command("export")
 @with_appcontext
 @click.argument("file", type=click.File("w", encoding="utf-8", lazy=True))
-def export_command(file) -> None:
+def export_command(file: IO[str]) -> None:
     """Write every user, comic page and comment as NDJSON, streamed in id order."""
     with _engine().connect() as conn:
         for line in interchange.dump(conn):

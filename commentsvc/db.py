@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 
 T = TypeVar("T")
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema.sql"
+SCHEMA_FILE = Path(__file__).resolve().parent / "schema.sql"
 
 _prepared: weakref.WeakSet[Engine] = weakref.WeakSet()
 

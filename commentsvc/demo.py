@@ -27,7 +27,7 @@ from . import bulk, loading, settings, store
 from .interchange import PAGE_TYPE, USER_TYPE
 from .queries import interchange as q
 
-VOCABULARY_FILE = Path(__file__).resolve().parent.parent / "seeds" / "vocabulary.json"
+VOCABULARY_FILE = Path(__file__).resolve().parent / "seeds" / "vocabulary.json"
 
 # Dates end here, not at "now", so the same seed gives the same data on any day.
 END = datetime(2026, 1, 1)

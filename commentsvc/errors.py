@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask, Response, current_app, request
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
@@ -103,7 +103,7 @@ def http_error_detail(exc: HTTPException) -> str:
     return exc.description or exc.name
 
 
-def to_response(exc: BaseException):
+def to_response(exc: BaseException) -> Response:
     """Turn any exception raised while answering an API request into a JSON response."""
     if isinstance(exc, APIError):
         error = exc

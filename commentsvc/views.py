@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import orjson
 from flask import Request, Response, request, url_for
 from flask.views import MethodView
-from marshmallow import ValidationError
+from marshmallow import Schema, ValidationError
 from sqlalchemy.engine import Connection
 
 from . import (
@@ -66,7 +66,7 @@ def signed_in(req: Request, options: dict) -> auth.Viewer:
     return viewer
 
 
-def loaded(schema, fields: dict) -> dict:
+def loaded(schema: Schema, fields: dict) -> dict:
     """A schema's load of the request's fields; 400 with field messages when it refuses."""
     try:
         return schema.load(fields)
@@ -138,7 +138,7 @@ def built_response(req: Request, conn: Connection, comments: CommentList,
 class CommentListView(MethodView):
     """GET lists comments; POST adds one; OPTIONS describes the endpoint."""
 
-    def get(self):
+    def get(self) -> Response:
         """List comments newest first (ties by id), one page, with the p8n navigation.
 
         A 304 or a cached page needs one read, the list's counter row (skipped when there
@@ -166,7 +166,7 @@ class CommentListView(MethodView):
 
         return read_snapshot(engine, build)
 
-    def post(self):
+    def post(self) -> Response:
         """Add a comment (or a reply) as the signed-in user: 201 with it as lists show it.
 
         Fields are checked first, then the target and parent inside the writers' lock,
@@ -186,7 +186,7 @@ class CommentListView(MethodView):
         location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
         return api_response(shown(comment, viewer), 201, {"Location": location})
 
-    def options(self):
+    def options(self) -> Response:
         """Describe the endpoint: its name, purpose, and what it renders and parses."""
         return api_response({
             "name": "Comment List",
@@ -207,7 +207,7 @@ def shown(comment: store.Comment, viewer: auth.Viewer | None) -> dict:
 class CommentDetailView(MethodView):
     """One comment: GET shows it, PATCH marks it read or unread, DELETE soft-deletes it."""
 
-    def get(self, comment_id: int):
+    def get(self, comment_id: int) -> Response:
         """The comment as a list shows it (a root with its replies); 404 if there is none."""
         req = request._get_current_object()
         options = settings.current()
@@ -218,7 +218,7 @@ class CommentDetailView(MethodView):
             raise NotFound()
         return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
 
-    def patch(self, comment_id: int):
+    def patch(self, comment_id: int) -> Response:
         """Set ``is_read``: only the owner of what was commented on may (staff for pages)."""
         req = request._get_current_object()
         options = settings.current()
@@ -233,7 +233,7 @@ class CommentDetailView(MethodView):
             comment = store.one(conn, comment_id, options["MAX_EMBEDDED_REPLIES"])
         return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
 
-    def delete(self, comment_id: int):
+    def delete(self, comment_id: int) -> Response:
         """Soft-delete: the author or staff only; 204, also when it was already deleted."""
         viewer = signed_in(request._get_current_object(), settings.current())
         with writing(get_engine()) as conn:
@@ -243,7 +243,7 @@ class CommentDetailView(MethodView):
             store.soft_delete(conn, comment_id)
         return api_response(None, 204, allow=DETAIL_ALLOW)
 
-    def options(self, comment_id: int):
+    def options(self, comment_id: int) -> Response:
         """Describe the endpoint, as the collection's OPTIONS does."""
         return api_response({
             "name": "Comment",

@@ -1,0 +1,116 @@
+"""`pip install .` gives the package with its data files and a `commentsvc` command that
+offers what `flask --app app` does."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "commentsvc"
+COMMANDS = ("create-token", "export", "import", "init-db", "revoke-token", "routes", "run",
+            "seed", "staff")
+
+
+def run(*command: str | Path, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(part) for part in command], capture_output=True, text=True,
+                          timeout=300, check=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the sources (the build leaves the checkout alone)."""
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(PACKAGE, source / "commentsvc",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path_factory.mktemp("wheel")
+    built = run(sys.executable, "-m", "pip", "wheel", source, "--no-deps",
+                "--no-build-isolation", "--no-index", "-q", "-w", out)
+    assert built.returncode == 0, built.stderr
+    (path,) = out.glob("commentsvc-*.whl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The wheel installed under a prefix of its own: its bin directory and environment.
+
+    The dependencies come from the test's own environment.
+    """
+    prefix = tmp_path_factory.mktemp("prefix")
+    done = run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+               "--prefix", prefix, wheel)
+    assert done.returncode == 0, done.stderr
+    (site_packages,) = prefix.glob("lib/python*/site-packages")
+    env = {**os.environ, "PYTHONPATH": str(site_packages)}
+    return prefix / "bin", env
+
+
+def test_the_wheel_holds_the_package_its_data_and_the_command(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    sources = {path.relative_to(ROOT).as_posix() for path in PACKAGE.rglob("*")
+               if path.is_file() and "__pycache__" not in path.parts
+               and path.suffix != ".pyc"}
+    assert sources - names == set()  # modules, schema.sql, seeds, templates, static
+    assert {"commentsvc/schema.sql", "commentsvc/seeds/vocabulary.json",
+            "commentsvc/openapi.py", "commentsvc/standalone.py"} <= names
+    dist_info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    entry_points = zipfile.ZipFile(wheel).read(dist_info).decode()
+    assert "commentsvc = commentsvc.standalone:cli" in entry_points
+
+
+def test_the_wheel_requires_the_direct_runtime_dependencies(wheel):
+    metadata = zipfile.ZipFile(wheel).read(
+        next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("/METADATA"))).decode()
+    required = {re.split(r"[<>=!;\s\[]", line.split(": ", 1)[1])[0].lower()
+                for line in metadata.splitlines()
+                if line.startswith("Requires-Dist:") and "extra ==" not in line}
+    runtime = (ROOT / "requirements.txt").read_text().split("# Runtime\n", 1)[1]
+    runtime = runtime.split("#", 1)[0]
+    pinned = {line.split("==")[0].lower() for line in runtime.splitlines() if line}
+    assert required == pinned
+    assert "Requires-Python: >=3.11" in metadata
+
+
+def test_the_console_script_runs_the_services_commands(installed, tmp_path):
+    bin_dir, env = installed
+    command = bin_dir / "commentsvc"
+    assert command.exists()
+    shown = run(command, "--help", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    listed = re.findall(r"^  ([a-z-]+)\s", shown.stdout.split("Commands:", 1)[1], re.M)
+    assert set(COMMANDS) <= set(listed)
+
+    database = tmp_path / "cli.sqlite3"
+    env = {**env, "DATABASE_URL": f"sqlite:///{database}"}
+    created = run(command, "init-db", env=env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.strip() == "Database schema ready."
+    with sqlite3.connect(database) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master "
+                                                 "WHERE type = 'table'")}
+    assert {"commentsvc_comment", "commentsvc_user", "commentsvc_comicpage"} <= tables
+    assert all(name.startswith(("commentsvc_", "sqlite_")) for name in tables)
+
+    seeded = run(command, "seed", "--comments", "20", "--targets", "3", env=env, cwd=tmp_path)
+    assert seeded.returncode == 0, seeded.stderr
+    routes = run(command, "routes", env=env, cwd=tmp_path)
+    assert "/api/schema/" in routes.stdout and "/api/comments/" in routes.stdout
+
+
+def test_the_installed_package_is_the_one_imported(installed, tmp_path):
+    bin_dir, env = installed
+    where = run(sys.executable, "-c", "import commentsvc; print(commentsvc.__file__)",
+                env=env, cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(bin_dir.parent)
