@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import store
+from . import settings, store
 from .errors import ValidationFailed
 from .schemas import INT64_MAX
 
@@ -20,9 +20,18 @@ def _missing(value: int) -> str:
 
 
 def check_target(conn: Connection, content_type: str, object_id: int) -> None:
-    """The user or comic page must exist; 400 on object_id otherwise."""
-    if not (0 < object_id <= INT64_MAX and store.target_exists(conn, content_type, object_id)):
+    """The user, comic page or host object must exist; 400 on object_id otherwise."""
+    if not (0 < object_id <= INT64_MAX and target_exists(conn, content_type, object_id)):
         raise ValidationFailed({"object_id": [_missing(object_id)]})
+
+
+def target_exists(conn: Connection, content_type: str, object_id: int) -> bool:
+    """The service's tables answer for users and comic pages; for a host's own content
+    types, the host's function (COMMENTSVC_TARGET_EXISTS), when it gave one."""
+    host_check = settings.current()["TARGET_EXISTS"]
+    if host_check is not None and not store.keeps_targets(content_type):
+        return bool(host_check(content_type, object_id))
+    return store.target_exists(conn, content_type, object_id)
 
 
 def check_parent(conn: Connection, parent_id: int, content_type: str, object_id: int) -> None:

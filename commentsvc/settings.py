@@ -160,6 +160,10 @@ SETTINGS: tuple[Setting, ...] = (
             "A host site's function returning its signed-in user (an object with id and "
             "optionally username, avatar, is_staff) or None; a dotted name in the "
             "environment."),
+    Setting("TARGET_EXISTS", None, _callable,
+            "A host site's function (content_type, object_id) -> bool saying whether an "
+            "object of one of its own content types exists, so comments can be posted to "
+            "it; a dotted name in the environment."),
 )
 
 BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}

@@ -188,6 +188,11 @@ def facts(conn: Connection, comment_id: int) -> CommentFacts | None:
                         row.author_id, bool(row.is_deleted)) if row else None
 
 
+def keeps_targets(content_type: str) -> bool:
+    """Whether the service has a table of this content type's objects (users, comic pages)."""
+    return content_type in writes.TARGET_EXISTS
+
+
 def target_exists(conn: Connection, content_type: str, object_id: int) -> bool:
     """Whether the user or comic page a comment would be attached to exists.
 
