@@ -18,7 +18,10 @@ from .response_cache import ResponseCache
 from .schemas import INT64_MAX, ListQuerySchema, NewCommentSchema, ReadFlagSchema
 from .views import CommentDetailView, CommentListView
 
-comments_api = Blueprint("commentsvc", __name__, cli_group=None)
+# The browsable page's templates and stylesheet travel with the blueprint, its static
+# files under the API's own prefix wherever the blueprint is mounted.
+comments_api = Blueprint("commentsvc", __name__, cli_group=None, template_folder="templates",
+                         static_folder="static", static_url_path="/api/static")
 
 comments_api.add_url_rule(
     "/api/comments/",

@@ -62,6 +62,11 @@ class PermissionDenied(APIError):
     default_detail = "You do not have permission to perform this action."
 
 
+class NotAcceptable(APIError):
+    status = 406
+    default_detail = "Could not satisfy the request Accept header."
+
+
 class TooLarge(APIError):
     status = 413
     default_detail = "The request body is too large."

@@ -75,11 +75,17 @@ class EndpointDescriptionSchema(Schema):
     description = fields.String()
     renders = fields.List(fields.String())
     parses = fields.List(fields.String())
+    actions = fields.Dict(metadata={
+        "description": "The list's OPTIONS for a signed-in user only: {\"POST\": field -> "
+                       "{type, required, read_only, label, max_length, choices}}."})
 
 
 # Shapes whose every field is always sent: the document says so (``required``).
 _ALWAYS_COMPLETE = ("Reply", "Comment", "PageLink", "Pagination", "CommentList",
                     "EndpointDescription")
+_SOMETIMES_SENT = ("actions",)
+# The browsable page, beside the JSON of a 200 or 201 (format=api or Accept: text/html).
+_PAGE = {"text/html": {"schema": {"type": "string"}}}
 
 _FIELD_ERRORS = {
     "type": "object",
@@ -165,9 +171,7 @@ def _query_parameters(options: dict[str, Any],
 
 def _list_ok() -> dict[str, Any]:
     """The 200 of GET on the list: JSON (and, with format=api, the browsable page)."""
-    content = _json("CommentList")
-    # The browsable page (format=api, or an Accept preferring text/html) adds here:
-    # content["text/html"] = {"schema": {"type": "string"}}
+    content = {**_json("CommentList"), **_PAGE}
     return {"description": "One page of comments.", "content": content,
             "headers": _header_refs("ETag", "Cache-Control", "Allow", "Vary")}
 
@@ -209,7 +213,8 @@ def _operations(options: dict[str, Any],
         "tags": ["comments"], "operationId": "getComment",
         "summary": "One comment as a list shows it.", "security": optional_sign_in,
         "parameters": [detail_parameter],
-        "responses": {"200": {"description": "The comment.", "content": _json("Comment"),
+        "responses": {"200": {"description": "The comment.",
+                              "content": {**_json("Comment"), **_PAGE},
                               "headers": _header_refs("Allow", "Vary")},
                       **bad_token, "404": _error("No such comment."), **not_acceptable,
                       **common},
@@ -229,9 +234,9 @@ def _operations(options: dict[str, Any],
                 "requestBody": _body("NewComment", "JSON or form fields; others are ignored."),
                 "responses": {
                     "201": {"description": "The new comment, as lists show it to its author.",
-                            "content": _json("Comment"),
+                            "content": {**_json("Comment"), **_PAGE},
                             "headers": _header_refs("Location", "Allow", "Vary")},
-                    **refused,
+                    **refused, **not_acceptable,
                     "429": _error("Too many posts by this user.", "Retry-After"),
                     **common,
                 },
@@ -290,8 +295,9 @@ def _describe(operation_id: str) -> dict[str, Any]:
     return {"tags": ["comments"], "operationId": operation_id,
             "summary": "Describe the resource: name, purpose, what it renders and parses.",
             "responses": {"200": {"description": "The description.",
-                                  "content": _json("EndpointDescription"),
-                                  "headers": _header_refs("Allow", "Vary")}}}
+                                  "content": {**_json("EndpointDescription"), **_PAGE},
+                                  "headers": _header_refs("Allow", "Vary")},
+                          "406": _error("No representation satisfies the Accept header.")}}
 
 
 def openapi_path(rule: str) -> str:
@@ -345,7 +351,8 @@ def build_document(app: Flask) -> dict[str, Any]:
     document = spec.to_dict()
     schemas = document["components"]["schemas"]
     for name in _ALWAYS_COMPLETE:
-        schemas[name]["required"] = list(schemas[name]["properties"])
+        schemas[name]["required"] = [field for field in schemas[name]["properties"]
+                                     if field not in _SOMETIMES_SENT]
     schemas["NewComment"]["properties"]["content_type"]["enum"] = sorted(
         options["CONTENT_TYPES"])
     return document

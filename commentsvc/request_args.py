@@ -11,7 +11,7 @@ from urllib.parse import quote
 from flask import Request
 from marshmallow import ValidationError
 
-from .errors import NotFound, ValidationFailed
+from .errors import ValidationFailed
 from .lists import CommentList
 from .schemas import ListQuerySchema
 
@@ -47,14 +47,6 @@ def _loaded_filters(schema: ListQuerySchema, raw: tuple[str | None, ...],
         raise ValidationFailed(exc.messages) from exc
     size = min(args["page_size"] or default_size, max_size)
     return CommentList(args["content_type"], args["object_id"]), size
-
-
-def response_format(request: Request) -> str:
-    """"json" unless ``format`` asks otherwise; an unknown format is 404 as today."""
-    fmt = last(request, "format") or "json"
-    if fmt != "json":
-        raise NotFound()
-    return fmt
 
 
 def raw_query(request: Request) -> str:

@@ -1,4 +1,5 @@
-"""How every answer is built: compact UTF-8 JSON and the headers every answer carries.
+"""How every answer is built: compact UTF-8 JSON (or the browsable HTML page) and the
+headers every answer carries.
 
 ``Allow`` names the methods of the resource answering: the collection's, or one
 comment's at /api/comments/<id>/.
@@ -14,6 +15,14 @@ from flask import Response
 ALLOW = "GET, POST, HEAD, OPTIONS"
 DETAIL_ALLOW = "GET, PATCH, DELETE, HEAD, OPTIONS"
 DETAIL_ENDPOINT = "commentsvc.comment_detail"
+# The page loads nothing but its own stylesheet and avatar images (paths or http(s) URLs
+# of the data); it runs no script, may not be framed, and its forms post only to itself.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' http: "
+                               "https:; form-action 'self'; base-uri 'none'; "
+                               "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 def allow_for(endpoint: str | None) -> str:
@@ -36,4 +45,12 @@ def encoded_response(body: bytes, status: int = 200,
     """A response of an already encoded JSON body, with the headers every answer needs."""
     shared = {"Allow": allow, "Vary": "Accept"}
     return Response(body, status=status, mimetype="application/json",
+                    headers={**shared, **headers} if headers else shared)
+
+
+def html_response(body: bytes, status: int = 200,
+                  headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
+    """A browsable page (UTF-8 HTML) with the headers every answer needs and its policy."""
+    shared = {"Allow": allow, "Vary": "Accept", **PAGE_HEADERS}
+    return Response(body, status=status, mimetype="text/html",
                     headers={**shared, **headers} if headers else shared)

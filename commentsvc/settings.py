@@ -208,6 +208,9 @@ def options_for(config: Mapping[str, Any]) -> dict[str, Any]:
     # What else shapes a response besides the data and the URL: part of every ETag.
     values["DISPLAY_DIGEST"] = repr((values["TIME_ZONE"], values["DEFAULT_AVATAR"],
                                      values["MAX_EMBEDDED_REPLIES"]))
+    # What else shapes a browsable page (its forms): part of its tags, never a JSON one's.
+    values["PAGE_DIGEST"] = repr(("text/html", values["CONTENT_TYPES"],
+                                  values["MAX_BODY_LENGTH"]))
     return values
 
 

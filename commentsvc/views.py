@@ -13,7 +13,10 @@ from sqlalchemy.engine import Connection
 
 from . import (
     auth,
+    browsable,
     caching,
+    description,
+    negotiation,
     pagination,
     permissions,
     posting,
@@ -25,7 +28,15 @@ from . import (
 from .db import get_engine, read_snapshot, writing
 from .errors import NotAuthenticated, NotFound, PermissionDenied, ValidationFailed
 from .lists import CommentList
-from .responses import DETAIL_ALLOW, DETAIL_ENDPOINT, api_response, encoded_response
+from .negotiation import HTML, JSON
+from .responses import (
+    ALLOW,
+    DETAIL_ALLOW,
+    DETAIL_ENDPOINT,
+    api_response,
+    encoded_response,
+    html_response,
+)
 from .schemas import Display, dump_comments
 from .state_reader import reader_for
 
@@ -38,6 +49,8 @@ DESCRIPTION = (
     "Comments attached to site objects (user profiles, comic pages), newest first, "
     "in numbered pages. Filter with content_type and object_id."
 )
+# How each representation's body becomes a response: (body, status, headers, allow).
+RESPONDERS = {JSON: encoded_response, HTML: html_response}
 
 
 def display_options(viewer: auth.Viewer | None = None) -> Display:
@@ -85,14 +98,19 @@ class PageAnswer:
     tag: str
     headers: dict[str, str]
     viewer: auth.Viewer | None
+    representation: str = JSON
+    json_tag: str = ""  # the JSON answer's tag, which the browsable page shows
 
 
 def page_answer(req: Request, state: store.ListState, page_size: int,
-                options: dict, viewer: auth.Viewer | None) -> PageAnswer:
+                options: dict, viewer: auth.Viewer | None,
+                representation: str = JSON) -> PageAnswer:
     """The page asked for, the page count and the ETag, for a list in ``state``.
 
     An invalid page is 404, as today. What a signed-in user sees differs (``can_delete``,
-    ``can_reply``), so their tag names them and their responses are private.
+    ``can_reply``), so their tag names them and their responses are private. The HTML page
+    and the JSON of one URL are different responses, so they get different tags (and never
+    each other's cached body or 304).
     """
     query = request_args.raw_query(req)
     num_pages = pagination.num_pages(state.count, page_size)
@@ -105,18 +123,26 @@ def page_answer(req: Request, state: store.ListState, page_size: int,
     if viewer is not None:
         shown_as = f"{shown_as}\x00{viewer.id}\x00{viewer.is_staff}"
         cache_control = "private, " + cache_control
-    tag = caching.list_etag(state, caching.request_url(req), query, shown_as)
+    url = caching.request_url(req)
+    tag = caching.list_etag(state, url, query, shown_as)
+    if representation == HTML:
+        page_tag = caching.list_etag(state, url, query, f"{shown_as}\x00{options['PAGE_DIGEST']}"
+                                                        f"\x00{viewer!r}")
+        return PageAnswer(state, page, num_pages, query, page_tag,
+                          {"ETag": page_tag, "Cache-Control": cache_control}, viewer,
+                          HTML, tag)
     headers = {"ETag": tag, "Cache-Control": cache_control}
     return PageAnswer(state, page, num_pages, query, tag, headers, viewer)
 
 
 def known_response(req: Request, answer: PageAnswer, options: dict) -> Response | None:
     """304 if the client holds this page, its cached body if this worker has it, else None."""
+    respond = RESPONDERS[answer.representation]
     if caching.matches(req, answer.tag):
-        return api_response(None, 304, answer.headers)
+        return respond(b"", 304, answer.headers)
     cache = options["RESPONSE_CACHE"]
     body = cache.get(answer.tag) if cache is not None else None
-    return encoded_response(body, headers=answer.headers) if body is not None else None
+    return respond(body, headers=answer.headers) if body is not None else None
 
 
 def built_response(req: Request, conn: Connection, comments: CommentList,
@@ -125,14 +151,28 @@ def built_response(req: Request, conn: Connection, comments: CommentList,
     entries = store.page(conn, comments,
                          *pagination.position_range(answer.page, page_size, answer.state.count),
                          reply_cap=options["MAX_EMBEDDED_REPLIES"])
-    body = orjson.dumps({
+    data = {
         "results": dump_comments(entries, display_options(answer.viewer)),
         "p8n": pagination.build_p8n(req.base_url, answer.query, answer.page,
                                     answer.num_pages),
-    })
+    }
+    if answer.representation == JSON:
+        body = orjson.dumps(data)
+    else:
+        body = browsable.list_page(
+            req, data, page=answer.page, viewer=answer.viewer, options=options,
+            json_headers=json_headers({"ETag": answer.json_tag,
+                                       "Cache-Control": answer.headers["Cache-Control"]}),
+            name="Comment List", summary=DESCRIPTION)
     if options["RESPONSE_CACHE"] is not None:
         options["RESPONSE_CACHE"].put(answer.tag, body)
-    return encoded_response(body, headers=answer.headers)
+    return RESPONDERS[answer.representation](body, headers=answer.headers)
+
+
+def json_headers(extra: dict[str, str] | None = None, allow: str = ALLOW) -> dict[str, str]:
+    """The headers the JSON answer carries, as the browsable page lists them."""
+    return {"Allow": allow, "Content-Type": "application/json", "Vary": "Accept",
+            **(extra or {})}
 
 
 class CommentListView(MethodView):
@@ -149,18 +189,19 @@ class CommentListView(MethodView):
         options = settings.current()
         comments, page_size = request_args.list_filters(
             req, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
-        request_args.response_format(req)
+        representation = negotiation.choose(req)
         viewer = viewer_of(req, options)
         engine = get_engine()
         if options["RESPONSE_CACHE"] is not None or req.if_none_match:
             answer = page_answer(req, reader_for(engine).read(comments.key), page_size,
-                                 options, viewer)
+                                 options, viewer, representation)
             response = known_response(req, answer, options)
             if response is not None:
                 return response
 
         def build(conn: Connection) -> Response:
-            answer = page_answer(req, store.state(conn, comments), page_size, options, viewer)
+            answer = page_answer(req, store.state(conn, comments), page_size, options, viewer,
+                                 representation)
             return known_response(req, answer, options) or built_response(
                 req, conn, comments, answer, page_size, options)
 
@@ -170,10 +211,12 @@ class CommentListView(MethodView):
         """Add a comment (or a reply) as the signed-in user: 201 with it as lists show it.
 
         Fields are checked first, then the target and parent inside the writers' lock,
-        then the user's posting limit; any refusal writes nothing.
+        then the user's posting limit; any refusal writes nothing. How the answer is
+        rendered is settled before anything is written (an unsatisfiable Accept is 406).
         """
         req = request._get_current_object()
         options = settings.current()
+        representation = negotiation.choose(req)
         viewer = signed_in(req, options)
         fields = loaded(options["NEW_COMMENT_SCHEMA"],
                         request_body.read_fields(req, options["MAX_REQUEST_BYTES"]))
@@ -184,19 +227,34 @@ class CommentListView(MethodView):
             comment = store.one(conn, posting.write(conn, viewer.id, fields),
                                 options["MAX_EMBEDDED_REPLIES"])
         location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
+        if representation == HTML:
+            return html_response(browsable.comment_page(
+                req, shown(comment, viewer), method="POST", status=201, viewer=viewer,
+                json_headers=json_headers({"Location": location}),
+                name="Comment posted", summary=DETAIL_DESCRIPTION), 201, {"Location": location})
         return api_response(shown(comment, viewer), 201, {"Location": location})
 
     def options(self) -> Response:
-        """Describe the endpoint: its name, purpose, and what it renders and parses."""
-        return api_response({
-            "name": "Comment List",
-            "description": DESCRIPTION,
-            "renders": ["application/json"],
-            "parses": ["application/json", "application/x-www-form-urlencoded",
-                       "multipart/form-data"],
-        })
+        """Describe the endpoint: its name, purpose, what it renders and parses, and for a
+        signed-in user the fields POST takes."""
+        req = request._get_current_object()
+        options = settings.current()
+        representation = negotiation.choose(req)
+        viewer = viewer_of(req, options)
+        described = description.describe(
+            "Comment List", DESCRIPTION,
+            options["NEW_COMMENT_SCHEMA"] if viewer is not None else None)
+        return described_response(req, described, representation, viewer, ALLOW)
 
 
+def described_response(req: Request, described: dict, representation: str,
+                       viewer: auth.Viewer | None, allow: str) -> Response:
+    """An OPTIONS answer: the description as JSON, or as the browsable page."""
+    if representation == HTML:
+        return html_response(browsable.options_page(
+            req, described, json_headers=json_headers(allow=allow), viewer=viewer),
+            allow=allow)
+    return api_response(described, allow=allow)
 
 
 def shown(comment: store.Comment, viewer: auth.Viewer | None) -> dict:
@@ -211,11 +269,17 @@ class CommentDetailView(MethodView):
         """The comment as a list shows it (a root with its replies); 404 if there is none."""
         req = request._get_current_object()
         options = settings.current()
+        representation = negotiation.choose(req)
         viewer = viewer_of(req, options)
         comment = read_snapshot(get_engine(), lambda conn: store.one(
             conn, comment_id, options["MAX_EMBEDDED_REPLIES"]))
         if comment is None:
             raise NotFound()
+        if representation == HTML:
+            return html_response(browsable.comment_page(
+                req, shown(comment, viewer), method="GET", status=200, viewer=viewer,
+                json_headers=json_headers(allow=DETAIL_ALLOW), name=f"Comment {comment.id}",
+                summary=DETAIL_DESCRIPTION), allow=DETAIL_ALLOW)
         return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
 
     def patch(self, comment_id: int) -> Response:
@@ -244,14 +308,12 @@ class CommentDetailView(MethodView):
         return api_response(None, 204, allow=DETAIL_ALLOW)
 
     def options(self, comment_id: int) -> Response:
-        """Describe the endpoint, as the collection's OPTIONS does."""
-        return api_response({
-            "name": "Comment",
-            "description": DETAIL_DESCRIPTION,
-            "renders": ["application/json"],
-            "parses": ["application/json", "application/x-www-form-urlencoded",
-                       "multipart/form-data"],
-        }, allow=DETAIL_ALLOW)
+        """Describe the endpoint, as the collection's OPTIONS does (no POST fields here)."""
+        req = request._get_current_object()
+        representation = negotiation.choose(req)
+        viewer = viewer_of(req, settings.current())
+        return described_response(req, description.describe("Comment", DETAIL_DESCRIPTION),
+                                  representation, viewer, DETAIL_ALLOW)
 
 
 def existing(conn: Connection, comment_id: int) -> store.CommentFacts:

@@ -1,0 +1,177 @@
+"""The browsable rendering: each JSON answer as an HTML page a person can read and use.
+
+A page shows the request, the status and headers the JSON answer carries, that JSON
+pretty-printed with its URLs as links, and beside it a preview of the comments as a site
+shows them. The templates escape everything; the one exception is a comment's ``body``,
+which the schemas deliver as safe HTML (``<br />`` and ``<a href rel="nofollow">``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import unquote_plus
+
+import orjson
+from flask import Request, render_template, url_for
+from markupsafe import Markup
+from marshmallow import Schema
+from werkzeug.http import HTTP_STATUS_CODES
+
+from . import description
+from .auth import Viewer
+from .request_args import last, raw_query
+
+LIST_ENDPOINT = "commentsvc.comment_list"
+_INDENT = "  "  # as orjson.OPT_INDENT_2, so the page shows what the JSON answer holds
+
+
+def json_html(value: Any) -> Markup:
+    """``value`` as pretty JSON in HTML, the URL fields' values as links.
+
+    Each piece is escaped first; only the value of a URL field (``url``, ``…_url``,
+    ``author_avatar``) that is an http(s) URL or a site path becomes a link, so nothing
+    a user typed (a name, a body) is ever turned into one.
+
+    >>> print(json_html({"next_url": "http://h/?a=1&page=2", "author": "<b>"}))
+    {
+      &#34;next_url&#34;: &#34;<a href="http://h/?a=1&amp;page=2">http://h/?a=1&amp;page=2</a>&#34;,
+      &#34;author&#34;: &#34;&lt;b&gt;&#34;
+    }
+    """
+    return Markup("").join(_json_parts(value, None, 0))
+
+
+def _json_parts(value: Any, key: str | None, depth: int) -> Iterator[str | Markup]:
+    if isinstance(value, dict | list) and value:
+        opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+        items = list(value.items()) if isinstance(value, dict) else [(key, v) for v in value]
+        inner = _INDENT * (depth + 1)
+        yield opening + "\n"
+        for index, (name, item) in enumerate(items):
+            yield inner
+            if isinstance(value, dict):
+                yield _dumped(name) + ": "
+            yield from _json_parts(item, name, depth + 1)
+            yield ",\n" if index < len(items) - 1 else "\n"
+        yield _INDENT * depth + closing
+    elif isinstance(value, str) and is_url_field(key) and is_link_target(value):
+        yield Markup('"<a href="{}">{}</a>"').format(value, _dumped(value)[1:-1])
+    else:
+        yield _dumped(value)
+
+
+def _dumped(value: Any) -> str:
+    return orjson.dumps(value).decode("utf-8")
+
+
+def is_url_field(key: str | None) -> bool:
+    """Whether a JSON key names a URL: ``url``, ``previous_url``, ``author_avatar``…"""
+    return key is not None and (key == "url" or key.endswith("_url") or key == "author_avatar")
+
+
+def is_link_target(value: str) -> bool:
+    """An http(s) URL or a path on this site: never ``javascript:`` or another origin's
+    ``//host`` path."""
+    lowered = value.lower()
+    return (lowered.startswith(("http://", "https://"))
+            or (value.startswith("/") and not value.startswith("//")))
+
+
+def with_format(query: str, fmt: str) -> str:
+    """The query string with its ``format`` replaced by ``fmt``, the rest kept as sent.
+
+    >>> with_format("format=api&content_type=users.user&format=x", "json")
+    'content_type=users.user&format=json'
+    """
+    kept = [segment for segment in query.split("&")
+            if segment and unquote_plus(segment.partition("=")[0]) != "format"]
+    return "&".join([*kept, f"format={fmt}"])
+
+
+def status_line(status: int) -> str:
+    """``200 OK``, ``201 Created``…"""
+    return f"{status} {HTTP_STATUS_CODES.get(status, '')}".rstrip()
+
+
+def _frame(req: Request, *, method: str, status: int, json_headers: dict[str, str],
+           data: Any, name: str, summary: str, viewer: Viewer | None) -> dict[str, Any]:
+    """What every page shows: the request, the JSON answer's status, headers and body."""
+    query = raw_query(req)
+    path = req.script_root + req.path
+    return {
+        "name": name,
+        "summary": summary,
+        "request_line": f"{method} {path}" + (f"?{query}" if query else ""),
+        "status_line": "HTTP " + status_line(status),
+        "headers": [(header, _linked_header(header, value))
+                    for header, value in json_headers.items()],
+        "json": json_html(data),
+        "json_url": f"{path}?{with_format(query, 'json')}",
+        "list_url": url_for(LIST_ENDPOINT, format="api"),
+        "stylesheet": url_for("commentsvc.static", filename="browsable.css"),
+        "viewer": viewer,
+        "viewer_name": None if viewer is None else (viewer.username or f"user {viewer.id}"),
+    }
+
+
+def _linked_header(name: str, value: str) -> str | Markup:
+    if name == "Location" and is_link_target(value):
+        return Markup('<a href="{}">{}</a>').format(value, value)
+    return value
+
+
+def _render(template: str, context: dict[str, Any]) -> bytes:
+    return render_template(f"commentsvc/{template}", **context).encode("utf-8")
+
+
+def post_form(req: Request, viewer: Viewer | None, schema: Schema) -> dict[str, Any] | None:
+    """The post form for a signed-in viewer: its action and the fields OPTIONS describes,
+    the target prefilled from the list's filter. None for a request without a user."""
+    if viewer is None:
+        return None
+    return {
+        "action": url_for(LIST_ENDPOINT, format="api"),
+        "fields": description.field_descriptions(schema),
+        "values": {"content_type": last(req, "content_type") or "",
+                   "object_id": last(req, "object_id") or ""},
+    }
+
+
+def list_page(req: Request, data: dict[str, Any], *, page: int,
+              json_headers: dict[str, str], viewer: Viewer | None,
+              options: dict[str, Any], name: str, summary: str) -> bytes:
+    """A page of the list: filter form, pager, the comments' preview and the JSON."""
+    context = _frame(req, method="GET", status=200, json_headers=json_headers, data=data,
+                     name=name, summary=summary, viewer=viewer)
+    context.update(
+        comments=data["results"],
+        p8n=data["p8n"],
+        page=page,
+        filters={name: last(req, name) or "" for name in ("content_type", "object_id",
+                                                           "page_size")},
+        content_types=options["CONTENT_TYPES"],
+        filter_action=url_for(LIST_ENDPOINT),
+        post=post_form(req, viewer, options["NEW_COMMENT_SCHEMA"]),
+    )
+    return _render("list.html", context)
+
+
+def comment_page(req: Request, comment: dict[str, Any], *, method: str, status: int,
+                 json_headers: dict[str, str], viewer: Viewer | None, name: str,
+                 summary: str) -> bytes:
+    """One comment (a GET of it, or the 201 of a POST): its preview and its JSON."""
+    context = _frame(req, method=method, status=status, json_headers=json_headers,
+                     data=comment, name=name, summary=summary, viewer=viewer)
+    context.update(comments=[comment])
+    return _render("comment.html", context)
+
+
+def options_page(req: Request, described: dict[str, Any], *, json_headers: dict[str, str],
+                 viewer: Viewer | None) -> bytes:
+    """An endpoint's description (OPTIONS): what it renders and parses, its POST fields."""
+    context = _frame(req, method="OPTIONS", status=200, json_headers=json_headers,
+                     data=described, name=described["name"],
+                     summary=described["description"], viewer=viewer)
+    context.update(described=described)
+    return _render("options.html", context)
