@@ -1,0 +1,1 @@
+commentsvc/schema.sql
