@@ -26,6 +26,7 @@ def _engine():
 def init_db_command(drop: bool) -> None:
     """Create the tables and indexes that do not exist yet."""
     with _engine().begin() as conn:
+        db.without_statement_timeout(conn)
         if drop:
             db.drop_schema(conn)
         db.create_schema(conn)
@@ -43,6 +44,7 @@ def import_command(file: IO[bytes], workers: int) -> None:
     try:
         # The writer's lock: positions are renumbered, so no API write may interleave.
         with db.writing(_engine()) as conn:
+            db.without_statement_timeout(conn)
             db.create_schema(conn)
             report = interchange.load(conn, file, workers=workers)
     except interchange.ImportFailed as exc:
@@ -57,6 +59,7 @@ def import_command(file: IO[bytes], workers: int) -> None:
 def export_command(file: IO[str]) -> None:
     """Write every user, comic page and comment as NDJSON, streamed in id order."""
     with _engine().connect() as conn:
+        db.without_statement_timeout(conn)
         for line in interchange.dump(conn):
             file.write(line)
         file.write("")  # the lazy file is created on first write: an empty export too
@@ -76,6 +79,7 @@ def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
                  if_empty: bool) -> None:
     """Generate realistic demo users, pages and comments, deterministically."""
     with db.writing(_engine()) as conn:  # positions are renumbered: API writers wait
+        db.without_statement_timeout(conn)
         db.create_schema(conn)
         if if_empty and demo.has_comments(conn):
             click.echo("Comments already exist; nothing seeded.")

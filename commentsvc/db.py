@@ -134,18 +134,29 @@ def _locked_writer(engine: Engine) -> Iterator[Connection]:
         return
 
 
-def engine_options(url: str, connect_timeout: int) -> dict:
+def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0,
+                   pre_ping: bool = False) -> dict:
     """Pool settings that let the service notice a lost database and recover by itself.
 
-    No pre-ping: readers and writers replace a dead connection themselves (see
-    ``read_snapshot`` and ``writing``), without a round trip on every checkout.
+    No pre-ping by default: readers and writers replace a dead connection themselves (see
+    ``read_snapshot`` and ``writing``), without a round trip on every checkout. The
+    statement timeout travels in the connection's start-up packet (``options``), so it
+    costs no round trip either; a PgBouncer in transaction mode refuses that parameter
+    (set the timeout on the database role there, and 0 here).
     """
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": connect_timeout}}
-    return {
-        "pool_recycle": 1800,
-        "connect_args": {"connect_timeout": connect_timeout},
-    }
+    connect_args: dict = {"connect_timeout": connect_timeout}
+    if statement_timeout_ms:
+        connect_args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+    return {"pool_recycle": 1800, "pool_pre_ping": pre_ping, "connect_args": connect_args}
+
+
+def without_statement_timeout(conn: Connection) -> None:
+    """Lift the request's statement timeout for the rest of this transaction (commands:
+    a bulk load or an index build runs far longer than any request should)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
 
 
 def schema_statements() -> list[str]:

@@ -39,6 +39,18 @@ def _non_negative_int(raw: Any) -> int:
     return value
 
 
+def _flag(raw: Any) -> bool:
+    """True or False, also spelled 1/0, yes/no, on/off in the environment."""
+    if isinstance(raw, bool):
+        return raw
+    value = str(raw).strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError("must be true or false (1/0, yes/no, on/off)")
+
+
 def _time_zone(raw: Any) -> str:
     try:
         ZoneInfo(str(raw))
@@ -137,6 +149,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Seconds sent in Retry-After while the database is unreachable."),
     Setting("DB_CONNECT_TIMEOUT", 3, _positive_int,
             "Seconds to wait for a PostgreSQL connection before answering 503."),
+    Setting("STATEMENT_TIMEOUT_MS", 10000, _non_negative_int,
+            "Milliseconds a PostgreSQL statement of a request may run before the server "
+            "cancels it (answered 503); 0 sends no statement_timeout. Commands lift it."),
+    Setting("POOL_PRE_PING", False, _flag,
+            "Ping each pooled PostgreSQL connection before use; off, a request that finds "
+            "its connection dead runs once more on a new one."),
     Setting("MAX_EMBEDDED_REPLIES", 0, _non_negative_int,
             "Most replies embedded in a root comment's replies (the newest); 0 embeds all. "
             "Every reply is also listed on its own."),

@@ -31,9 +31,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     url = normalise_url(config.get("COMMENTSVC_DATABASE_URL")
                         or f"sqlite:///{os.path.join(app.instance_path, 'commentsvc.sqlite3')}")
-    timeout = settings.resolved(config)["DB_CONNECT_TIMEOUT"]
+    values = settings.resolved(config)
     app.config["SQLALCHEMY_DATABASE_URI"] = url
-    app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(url, timeout))
+    app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(
+        url, values["DB_CONNECT_TIMEOUT"], values["STATEMENT_TIMEOUT_MS"],
+        values["POOL_PRE_PING"]))
     db.init_app(app)
     with app.app_context():
         prepare_engine(db.engine)

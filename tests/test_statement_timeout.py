@@ -1,0 +1,104 @@
+"""Statement timeout and connection checks: configured, validated, and a slow statement is
+a 503 that leaves nothing half-written."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from commentsvc import db, posting, settings, store
+from commentsvc.standalone import create_app
+from conftest import Community, make_app
+from helpers import assert_error
+
+UNAVAILABLE = "The database is unavailable. Try again shortly."
+
+
+def test_timeout_and_pre_ping_are_parsed_and_checked():
+    parsed = settings.from_environment({"COMMENTSVC_STATEMENT_TIMEOUT_MS": "250",
+                                        "COMMENTSVC_POOL_PRE_PING": "on"})
+    assert parsed == {"COMMENTSVC_STATEMENT_TIMEOUT_MS": 250, "COMMENTSVC_POOL_PRE_PING": True}
+    defaults = settings.resolved({})
+    assert (defaults["STATEMENT_TIMEOUT_MS"], defaults["POOL_PRE_PING"]) == (10000, False)
+    for name, value in (("COMMENTSVC_STATEMENT_TIMEOUT_MS", "-1"),
+                        ("COMMENTSVC_STATEMENT_TIMEOUT_MS", "soon"),
+                        ("COMMENTSVC_POOL_PRE_PING", "maybe")):
+        with pytest.raises(settings.SettingsError, match=name):
+            settings.from_environment({name: value})
+
+
+def test_engine_options_carry_the_checks():
+    options = db.engine_options("postgresql://h/d", 3, 250, True)
+    assert options["pool_pre_ping"] is True
+    assert options["connect_args"] == {"connect_timeout": 3,
+                                       "options": "-c statement_timeout=250"}
+    assert "options" not in db.engine_options("postgresql://h/d", 3, 0)["connect_args"]
+
+
+def _slow(original):
+    """``original`` run after a statement that outlasts any small timeout."""
+    def slowed(conn, *args, **kwargs):
+        conn.execute(sa.text("SELECT pg_sleep(2)"))
+        return original(conn, *args, **kwargs)
+    return slowed
+
+
+def test_the_timeout_reaches_the_server_and_pre_ping_works(postgres_url):
+    app = make_app(postgres_url, COMMENTSVC_STATEMENT_TIMEOUT_MS=1234,
+                   COMMENTSVC_POOL_PRE_PING=True)
+    try:
+        with app.app_context(), db.get_engine().connect() as conn:
+            assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "1234ms"
+            assert db.get_engine().pool._pre_ping
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_a_slow_read_is_cancelled_and_answered_503(postgres_url, monkeypatch):
+    app = make_app(postgres_url, COMMENTSVC_STATEMENT_TIMEOUT_MS=100,
+                   COMMENTSVC_RESPONSE_CACHE_MB=0)
+    try:
+        Community(app)
+        client = app.test_client()
+        monkeypatch.setattr(store, "page", _slow(store.page))
+        response = client.get("/api/comments/")
+        assert_error(response, 503, UNAVAILABLE)
+        assert response.headers["Retry-After"] == "5"
+        monkeypatch.undo()
+        assert client.get("/api/comments/").status_code == 200  # the pool is still fine
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_a_slow_write_is_503_and_writes_nothing(postgres_url, monkeypatch):
+    app = make_app(postgres_url, COMMENTSVC_STATEMENT_TIMEOUT_MS=100)
+    try:
+        people = Community(app)
+        monkeypatch.setattr(posting, "write", _slow(posting.write))
+        response = app.test_client().post("/api/comments/", headers=people.auth("ann"), json={
+            "content_type": "comics.comicpage", "object_id": 10, "body": "never stored"})
+        assert_error(response, 503, UNAVAILABLE)
+        with app.app_context(), db.get_engine().connect() as conn:
+            stored = conn.execute(sa.text("SELECT count(*) FROM commentsvc_comment "
+                                          "WHERE body = 'never stored'")).scalar()
+        assert stored == 0
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_commands_are_not_bound_by_the_request_timeout(postgres_url):
+    """Loading runs statements far longer than a request's; the commands lift the timeout."""
+    make_app(postgres_url)  # empty schema
+    app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": postgres_url,
+                      "COMMENTSVC_STATEMENT_TIMEOUT_MS": 1})
+    try:
+        runner = app.test_cli_runner()
+        result = runner.invoke(args=["seed", "--comments", "3000", "--targets", "10"])
+        assert result.exit_code == 0, result.output
+        assert runner.invoke(args=["export", "-"]).output.count('"type": "comment"') == 3000
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
