@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -55,12 +56,12 @@ class Gunicorn:
         self.base = f"http://127.0.0.1:{self.port}"
         environ = {**os.environ, "DATABASE_URL": database_url,
                    "COMMENTSVC_POST_RATE_LIMIT": "", **(env or {})}
+        self.log = tempfile.TemporaryFile()  # the workers' warnings (a 503 logs one)
         self.process = subprocess.Popen(
             [str(BIN / "gunicorn"), "--config", str(ROOT / "gunicorn.conf.py"),
              "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers),
              "--log-level", "warning", "wsgi:app"],
-            cwd=ROOT, env=environ)
-        self.workers_wanted = workers
+            cwd=ROOT, env=environ, stderr=self.log)
         deadline = time.monotonic() + 30
         while len(self.workers()) < workers or request(self.base, "GET", LIST).status != 200:
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -89,6 +90,7 @@ class Gunicorn:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.close()
 
     def __enter__(self) -> Gunicorn:
         return self

@@ -1,0 +1,117 @@
+"""Under steady load on gunicorn: the database stops and comes back, workers restart, and
+no accepted request is dropped, no 201 is lost and no refused write is half-done.
+
+Each test serves a database of its own on a private PostgreSQL cluster (pg_cluster.py),
+which the outage test stops; the shared server is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from pg_cluster import PgCluster, skip_reason
+
+from bench.load_mix import Gunicorn, Load, prepare, verify
+
+pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
+
+CONNECT_TIMEOUT = 2
+RETRY_AFTER = 3
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with PgCluster() as made:
+        yield made
+
+
+@pytest.fixture
+def database(cluster):
+    return cluster.create_database(f"load_{uuid.uuid4().hex[:8]}")
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def test_database_stopped_under_load_is_503_then_service_again(cluster, database):
+    community = prepare(database, comments=1000)
+    env = {"COMMENTSVC_DB_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
+           "COMMENTSVC_RETRY_AFTER": str(RETRY_AFTER)}
+    with Gunicorn(database, env=env) as server:
+        workers = server.workers()
+        load = Load(server.base, community, threads=6, post_share=0.1).start()
+        time.sleep(3)
+        cluster.stop("fast")
+        down = time.monotonic()
+        time.sleep(3)
+        back_from = time.monotonic()
+        cluster.start()
+        up = time.monotonic()
+        time.sleep(6)
+        load.stop()
+
+        answers = load.answers
+        assert not [a for a in answers if a.status == 0], "a request got no answer"
+        assert {a.status for a in answers} <= {200, 201, 204, 503}
+        unavailable = [a for a in answers if a.status == 503]
+        assert unavailable, "the outage was not seen"
+        for answer in unavailable:
+            assert answer.content_type == "application/json"
+            assert answer.json() == {"detail": "The database is unavailable. Try again shortly."}
+            assert answer.retry_after == str(RETRY_AFTER)
+        # While the server was down, every answer was a 503 (no page from a cache: a
+        # list's counter row is read first); none waited past two connect timeouts.
+        during = [a for a in answers if a.started > down and a.started + a.elapsed < back_from]
+        assert during and {a.status for a in during} == {503}
+        assert max(a.elapsed for a in answers) < 2 * CONNECT_TIMEOUT + 2
+        # Within seconds of its return every request succeeds, with the same workers.
+        settled = [a for a in answers if a.started > up + 2]
+        assert settled and not [a for a in settled if a.status == 503]
+        assert server.workers() == workers
+        checks = verify(server.base, database, load)
+    assert checks["201 posts stored once"] > 0
+    assert checks["refused posts left no row"] > 0
+
+
+def test_reload_and_a_terminated_worker_drop_no_request(database):
+    community = prepare(database, comments=1000)
+    with Gunicorn(database) as server:
+        first = server.workers()
+        load = Load(server.base, community, threads=6).start()
+        time.sleep(2)
+        server.signal(signal.SIGHUP)  # new workers start, the old ones finish and exit
+        assert wait_for(lambda: len(server.workers()) == 2 and not server.workers() & first,
+                        20)
+        time.sleep(2)
+        second = server.workers()
+        victim = min(second)
+        os.kill(victim, signal.SIGTERM)  # a sync worker ends its current request first
+        assert wait_for(lambda: len(server.workers()) == 2 and victim not in server.workers(),
+                        20)
+        time.sleep(2)
+        load.stop()
+        assert load.failures() == []
+        assert len(load.answers) > 100
+        checks = verify(server.base, database, load)
+    assert checks["201 posts stored once"] > 0
+
+
+def test_a_short_mixed_load_loses_nothing(database):
+    """`make soak` in five seconds: reads, posts, deletes and mark-reads, then every check."""
+    community = prepare(database, comments=1000)
+    with Gunicorn(database) as server:
+        load = Load(server.base, community, threads=6).run_for(5)
+        assert load.failures() == []
+        checks = verify(server.base, database, load)
+    assert checks["201 comments listed once in each of their 3 lists"] > 0
+    assert checks["204 deletes stored"] > 0 and checks["mark-reads stored"] > 0
