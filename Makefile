@@ -7,7 +7,7 @@ WORKERS ?= 2
 DEMO_COMMENTS ?= 2000
 DEMO_TARGETS ?= 40
 
-.PHONY: install run test lint bench bench-full clean-demo
+.PHONY: install run test lint bench bench-full soak clean-demo
 
 $(BIN)/.installed: requirements.txt
 	python3 -m venv $(VENV)
@@ -35,6 +35,12 @@ bench: install
 
 bench-full: install
 	$(BIN)/python bench/run.py --comments 10000000
+
+# A minute of mixed load on a fresh database of the local PostgreSQL server, then every
+# check that nothing was lost (see RELIABILITY.md).
+SOAK_SECONDS ?= 60
+soak: install
+	$(BIN)/python bench/load_mix.py --duration $(SOAK_SECONDS) --json bench/results/soak.json
 
 clean-demo:
 	rm -f instance/commentsvc.sqlite3 instance/commentsvc.sqlite3-wal instance/commentsvc.sqlite3-shm
