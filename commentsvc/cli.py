@@ -43,8 +43,7 @@ def import_command(file: IO[bytes], workers: int) -> None:
     """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
     try:
         # The writer's lock: positions are renumbered, so no API write may interleave.
-        with db.writing(_engine()) as conn:
-            db.without_statement_timeout(conn)
+        with db.writing(_engine(), unlimited=True) as conn:
             db.create_schema(conn)
             report = interchange.load(conn, file, workers=workers)
     except interchange.ImportFailed as exc:
@@ -78,8 +77,7 @@ def export_command(file: IO[str]) -> None:
 def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
                  if_empty: bool) -> None:
     """Generate realistic demo users, pages and comments, deterministically."""
-    with db.writing(_engine()) as conn:  # positions are renumbered: API writers wait
-        db.without_statement_timeout(conn)
+    with db.writing(_engine(), unlimited=True) as conn:  # renumbers: API writers wait
         db.create_schema(conn)
         if if_empty and demo.has_comments(conn):
             click.echo("Comments already exist; nothing seeded.")

@@ -100,18 +100,19 @@ POSITIONS_LOCK = 0x636F6D6D  # "comm"
 
 
 @contextmanager
-def writing(engine: Engine) -> Iterator[Connection]:
+def writing(engine: Engine, unlimited: bool = False) -> Iterator[Connection]:
     """A transaction that holds the one writer's lock on list positions until it ends.
 
     Every list position depends on every earlier comment, so writers take turns: SQLite
-    by BEGIN IMMEDIATE, PostgreSQL by a transaction-scoped advisory lock.
+    by BEGIN IMMEDIATE, PostgreSQL by a transaction-scoped advisory lock. ``unlimited``
+    (commands) lifts the statement timeout first, also for the wait for the lock.
     """
-    with _locked_writer(engine) as conn:
+    with _locked_writer(engine, unlimited) as conn:
         yield conn
 
 
 @contextmanager
-def _locked_writer(engine: Engine) -> Iterator[Connection]:
+def _locked_writer(engine: Engine, unlimited: bool = False) -> Iterator[Connection]:
     """A writer's transaction with its lock taken; a dead pooled connection is replaced.
 
     The lock is the transaction's first statement, so when it finds the connection gone
@@ -121,6 +122,8 @@ def _locked_writer(engine: Engine) -> Iterator[Connection]:
         conn = engine.connect().execution_options(**{WRITER_OPTION: True})
         try:
             transaction = conn.begin()
+            if unlimited:
+                without_statement_timeout(conn)
             if engine.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
                              {"key": POSITIONS_LOCK})

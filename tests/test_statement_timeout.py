@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from commentsvc import db, posting, settings, store
+from commentsvc import db, demo, interchange, posting, settings, store
 from commentsvc.standalone import create_app
 from conftest import Community, make_app
 from helpers import assert_error
@@ -35,10 +35,10 @@ def test_engine_options_carry_the_checks():
     assert "options" not in db.engine_options("postgresql://h/d", 3, 0)["connect_args"]
 
 
-def _slow(original):
+def _slow(original, seconds: float = 2):
     """``original`` run after a statement that outlasts any small timeout."""
     def slowed(conn, *args, **kwargs):
-        conn.execute(sa.text("SELECT pg_sleep(2)"))
+        conn.execute(sa.text("SELECT pg_sleep(:s)"), {"s": seconds})
         return original(conn, *args, **kwargs)
     return slowed
 
@@ -89,16 +89,19 @@ def test_a_slow_write_is_503_and_writes_nothing(postgres_url, monkeypatch):
             db.get_engine().dispose()
 
 
-def test_commands_are_not_bound_by_the_request_timeout(postgres_url):
-    """Loading runs statements far longer than a request's; the commands lift the timeout."""
+def test_commands_are_not_bound_by_the_request_timeout(postgres_url, monkeypatch):
+    """Loading runs statements far longer than a request's; the commands lift the timeout
+    (here each command first sleeps past it)."""
     make_app(postgres_url)  # empty schema
     app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": postgres_url,
-                      "COMMENTSVC_STATEMENT_TIMEOUT_MS": 1})
+                      "COMMENTSVC_STATEMENT_TIMEOUT_MS": 100})
+    monkeypatch.setattr(demo, "seed", _slow(demo.seed, 0.3))
+    monkeypatch.setattr(interchange, "dump", _slow(interchange.dump, 0.3))
     try:
         runner = app.test_cli_runner()
-        result = runner.invoke(args=["seed", "--comments", "3000", "--targets", "10"])
+        result = runner.invoke(args=["seed", "--comments", "300", "--targets", "10"])
         assert result.exit_code == 0, result.output
-        assert runner.invoke(args=["export", "-"]).output.count('"type": "comment"') == 3000
+        assert runner.invoke(args=["export", "-"]).output.count('"type": "comment"') == 300
     finally:
         with app.app_context():
             db.get_engine().dispose()
