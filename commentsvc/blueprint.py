@@ -15,12 +15,23 @@ from . import cli, openapi, settings
 from .errors import install_error_handler, to_response
 from .rate_limit import PostRateLimit
 from .response_cache import ResponseCache
+from .responses import NOSNIFF
 from .schemas import INT64_MAX, ListQuerySchema, NewCommentSchema, ReadFlagSchema
 from .views import CommentDetailView, CommentListView
 
+
+class _Blueprint(Blueprint):
+    """A blueprint whose static files carry nosniff, as every other answer of the API does."""
+
+    def send_static_file(self, filename: str):
+        response = super().send_static_file(filename)
+        response.headers.update(NOSNIFF)
+        return response
+
+
 # The browsable page's templates and stylesheet travel with the blueprint, its static
 # files under the API's own prefix wherever the blueprint is mounted.
-comments_api = Blueprint("commentsvc", __name__, cli_group=None, template_folder="templates",
+comments_api = _Blueprint("commentsvc", __name__, cli_group=None, template_folder="templates",
                          static_folder="static", static_url_path="/api/static")
 
 comments_api.add_url_rule(

@@ -20,6 +20,7 @@ from flask import Flask, Response, current_app, request
 from marshmallow import Schema, fields
 
 from . import __version__, settings
+from .responses import NOSNIFF
 from .schemas import (
     INT64_MAX,
     CommentSchema,
@@ -368,7 +369,7 @@ def schema_view() -> Response:
         document = build_document(current_app._get_current_object())
         body = documents[server] = orjson.dumps({**document, "servers": [{"url": server}]})
     return Response(body, mimetype="application/json",
-                    headers={"Allow": SCHEMA_ALLOW, "Vary": "Accept"})
+                    headers={"Allow": SCHEMA_ALLOW, "Vary": "Accept", **NOSNIFF})
 
 
 schema_view.provide_automatic_options = False  # type: ignore[attr-defined]

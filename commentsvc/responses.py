@@ -21,8 +21,10 @@ PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' http: "
                                "https:; form-action 'self'; base-uri 'none'; "
                                "frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
 }
+# Every answer, whatever its type or status: a browser must never guess another type for
+# a body (a JSON error holding user text read as HTML, say).
+NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 
 def allow_for(endpoint: str | None) -> str:
@@ -43,7 +45,7 @@ def api_response(payload: Any, status: int = 200,
 def encoded_response(body: bytes, status: int = 200,
                      headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
     """A response of an already encoded JSON body, with the headers every answer needs."""
-    shared = {"Allow": allow, "Vary": "Accept"}
+    shared = {"Allow": allow, "Vary": "Accept", **NOSNIFF}
     return Response(body, status=status, mimetype="application/json",
                     headers={**shared, **headers} if headers else shared)
 
@@ -51,6 +53,6 @@ def encoded_response(body: bytes, status: int = 200,
 def html_response(body: bytes, status: int = 200,
                   headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
     """A browsable page (UTF-8 HTML) with the headers every answer needs and its policy."""
-    shared = {"Allow": allow, "Vary": "Accept", **PAGE_HEADERS}
+    shared = {"Allow": allow, "Vary": "Accept", **PAGE_HEADERS, **NOSNIFF}
     return Response(body, status=status, mimetype="text/html",
                     headers={**shared, **headers} if headers else shared)
