@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+import hypothesis_profiles  # noqa: F401  (registers and loads the profiles)
 from app import create_app
 from commentsvc import db, store
 
