@@ -29,7 +29,9 @@ def read_fields(req: Request, max_bytes: int) -> dict[str, Any]:
         if mimetype == "application/json" or mimetype.endswith("+json"):
             return _json_object(req.get_data(cache=True))
         if mimetype in FORM_TYPES:
-            return {name: values[-1] for name, values in req.form.lists() if values[-1] != ""}
+            # A multipart part without a name (Werkzeug keys it None) is no field.
+            return {name: values[-1] for name, values in req.form.lists()
+                    if name is not None and values[-1] != ""}
         if not mimetype and not req.get_data(cache=True):
             return {}
     except RequestEntityTooLarge as exc:
