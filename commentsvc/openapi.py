@@ -271,7 +271,9 @@ def _operations(options: dict[str, Any],
                               "403": _error("Neither the author nor staff."),
                               "404": _error("No such comment."), **common},
             },
-            "options": {**_describe("describeComment"), "parameters": [detail_parameter]},
+            "options": _describe("describeComment", parameters=[detail_parameter],
+                                 not_found=_error("An id that names no comment (out of "
+                                                  "range, or not a number).")),
         },
         SCHEMA_ENDPOINT: {
             "get": {
@@ -292,13 +294,23 @@ def _operations(options: dict[str, Any],
 _FIELD_ERRORS_REF = {"$ref": "#/components/schemas/FieldErrors"}
 
 
-def _describe(operation_id: str) -> dict[str, Any]:
-    return {"tags": ["comments"], "operationId": operation_id,
-            "summary": "Describe the resource: name, purpose, what it renders and parses.",
-            "responses": {"200": {"description": "The description.",
-                                  "content": {**_json("EndpointDescription"), **_PAGE},
-                                  "headers": _header_refs("Allow", "Vary")},
-                          "406": _error("No representation satisfies the Accept header.")}}
+def _describe(operation_id: str, parameters: list | None = None,
+              not_found: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An OPTIONS operation; a token is checked (401, or 503 without the database) and a
+    detail path whose id is out of range names no resource (404)."""
+    described = {
+        "tags": ["comments"], "operationId": operation_id,
+        "summary": "Describe the resource: name, purpose, what it renders and parses.",
+        "responses": {"200": {"description": "The description.",
+                              "content": {**_json("EndpointDescription"), **_PAGE},
+                              "headers": _header_refs("Allow", "Vary")},
+                      "401": _ref("NotAuthenticated"),
+                      **({"404": not_found} if not_found else {}),
+                      "406": _error("No representation satisfies the Accept header."),
+                      "500": _ref("ServerError"), "503": _ref("DatabaseUnavailable")}}
+    if parameters:
+        described["parameters"] = parameters
+    return described
 
 
 def openapi_path(rule: str) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from commentsvc.formatting import render_body
+from hypothesis_profiles import examples
 
 # Pieces that meet the renderer's rules: link starts, their edges, markup, entities,
 # every kind of line break and the punctuation that ends a link.
@@ -21,7 +22,7 @@ PIECES = st.sampled_from([
 ])
 TEXTS = st.one_of(st.text(), st.lists(st.one_of(PIECES, st.text(max_size=3))).map("".join))
 # A pure function takes microseconds: it can afford many more examples than the profile's.
-MANY = settings(max_examples=500)
+MANY = examples(500)
 
 
 class Reader(HTMLParser):
