@@ -3,6 +3,7 @@ a reader sees is the text that was written."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 from hypothesis import example, given
@@ -97,9 +98,5 @@ def test_the_visible_text_is_the_written_text(text):
 def test_no_raw_markup_character_survives_outside_tags(text):
     """Outside the tags the renderer writes, < > " ' never appear unescaped."""
     html = render_body(text)
-    stripped = html.replace("<br />", "")
-    for link in read(html).links:
-        opening = f'<a href="{link["href"]}" rel="nofollow">'
-        stripped = stripped.replace(opening, "", 1)
-    stripped = stripped.replace("</a>", "")
+    stripped = re.sub(r'<br />|<a href="[^"<>]*" rel="nofollow">|</a>', "", html)
     assert not set(stripped) & set("<>\"'"), stripped
