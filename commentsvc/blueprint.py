@@ -11,7 +11,7 @@ from __future__ import annotations
 from flask import Blueprint
 from flask.blueprints import BlueprintSetupState
 
-from . import cli, openapi, settings
+from . import cli, openapi, request_log, settings
 from .errors import install_error_handler, to_response
 from .rate_limit import PostRateLimit
 from .response_cache import ResponseCache
@@ -55,7 +55,8 @@ for command in cli.COMMANDS:
 
 @comments_api.record_once
 def _set_up(state: BlueprintSetupState) -> None:
-    """Check the settings once and scope JSON errors to this mount's /api/ prefix."""
+    """Check the settings once; scope JSON errors, request logs and metrics to this
+    mount's /api/ prefix."""
     options = settings.options_for(state.app.config)
     options["RESPONSE_CACHE"] = (ResponseCache(options["RESPONSE_CACHE_MB"] * 2**20)
                                  if options["RESPONSE_CACHE_MB"] else None)
@@ -66,4 +67,6 @@ def _set_up(state: BlueprintSetupState) -> None:
     options["POST_LIMITER"] = PostRateLimit(options["POST_RATE_LIMIT"],
                                             options["RATE_LIMIT_STORAGE"])
     state.app.extensions["commentsvc"] = options
-    install_error_handler(state.app, (state.url_prefix or "").rstrip("/") + "/api/")
+    api_prefix = (state.url_prefix or "").rstrip("/") + "/api/"
+    install_error_handler(state.app, api_prefix)
+    request_log.observe(state.app, api_prefix)  # one log line and metrics per request

@@ -15,7 +15,7 @@ from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
-from . import settings
+from . import request_log, settings
 from .responses import allow_for, api_response
 
 log = logging.getLogger("commentsvc")
@@ -118,7 +118,9 @@ def to_response(exc: BaseException) -> Response:
         log.warning("database unavailable: %s", exc)
         error = DatabaseUnavailable()
     else:
-        log.exception("unhandled error on %s %s", request.method, request.path)
+        # The traceback goes in the request's log line (request_log), never in the body.
+        if not request_log.attach_error(exc):
+            log.exception("unhandled error on %s %s", request.method, request.path)
         error = APIError("A server error occurred.", status=500)
     if error.status == 503 and "Retry-After" not in error.headers:
         error.headers["Retry-After"] = str(settings.current()["RETRY_AFTER"])

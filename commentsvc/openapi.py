@@ -20,7 +20,7 @@ from flask import Flask, Response, current_app, request
 from marshmallow import Schema, fields
 
 from . import __version__, settings
-from .responses import NOSNIFF
+from .responses import NOSNIFF, READ_ONLY_ALLOW
 from .schemas import (
     INT64_MAX,
     CommentSchema,
@@ -32,7 +32,7 @@ from .schemas import (
 
 OPENAPI_VERSION = "3.1.0"
 SCHEMA_ENDPOINT = "commentsvc.openapi_schema"
-SCHEMA_ALLOW = "GET, HEAD"
+SCHEMA_ALLOW = READ_ONLY_ALLOW
 SECURITY_SCHEME = "TokenAuth"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -81,6 +81,21 @@ class EndpointDescriptionSchema(Schema):
                        "{type, required, read_only, label, max_length, choices}}."})
 
 
+class HealthSchema(Schema):
+    """What /healthz answers: the process is alive."""
+
+    status = fields.String(required=True, metadata={"enum": ["ok"]})
+
+
+class ReadinessSchema(Schema):
+    """What /readyz answers: ready, or not with the reason (and the tables missing)."""
+
+    status = fields.String(required=True, metadata={"enum": ["ready", "not ready"]})
+    reason = fields.String(metadata={
+        "enum": ["database unreachable", "database error", "schema missing"]})
+    missing_tables = fields.List(fields.String())
+
+
 # Shapes whose every field is always sent: the document says so (``required``).
 _ALWAYS_COMPLETE = ("Reply", "Comment", "PageLink", "Pagination", "CommentList",
                     "EndpointDescription")
@@ -100,7 +115,8 @@ _HEADERS = {
     "Allow": ("The resource's methods.", "GET, POST, HEAD, OPTIONS"),
     "Vary": ("Always Accept.", "Accept"),
     "ETag": ("Strong tag of this page; send it back in If-None-Match.", '"3f2a…"'),
-    "Cache-Control": ("max-age=N, must-revalidate; private for a signed-in user.",
+    "Cache-Control": ("Lists: max-age=N, must-revalidate (private for a signed-in user); "
+                      "health, readiness and metrics: no-store.",
                       "max-age=0, must-revalidate"),
     "Location": ("URL of the new comment.", "https://example.com/api/comments/42/"),
     "Retry-After": ("Seconds to wait before trying again.", "5"),
@@ -275,6 +291,7 @@ def _operations(options: dict[str, Any],
                                  not_found=_error("An id that names no comment (out of "
                                                   "range, or not a number).")),
         },
+        **_ops_operations(),
         SCHEMA_ENDPOINT: {
             "get": {
                 "tags": ["schema"], "operationId": "getOpenAPI",
@@ -292,6 +309,41 @@ def _operations(options: dict[str, Any],
 
 
 _FIELD_ERRORS_REF = {"$ref": "#/components/schemas/FieldErrors"}
+
+
+def _ops_operations() -> dict[str, dict[str, Any]]:
+    """/healthz, /readyz and /metrics, documented where the host registered ``ops_api``."""
+    no_store = _header_refs("Cache-Control")
+    metrics_text = {"text/plain": {"schema": {"type": "string"}}}
+    answers = {
+        "commentsvc_ops.healthz": ("health", "Whether the process answers (never reads the "
+                                   "database).", {
+            "200": {"description": "Alive.", "content": _json("Health"), "headers": no_store},
+        }),
+        "commentsvc_ops.readyz": ("readiness", "Whether the database answers and holds the "
+                                  "service's tables.", {
+            "200": {"description": "Ready to serve.", "content": _json("Readiness"),
+                    "headers": no_store},
+            "503": {"description": "Not ready, with the reason.",
+                    "content": _json("Readiness"),
+                    "headers": _header_refs("Cache-Control", "Retry-After")},
+        }),
+        "commentsvc_ops.metrics": ("metrics", "Request counts, latencies and the database "
+                                   "pool, in Prometheus' text format.", {
+            "200": {"description": "The metrics.", "content": metrics_text,
+                    "headers": no_store},
+        }),
+    }
+    operations = {}
+    for endpoint, (name, summary, responses) in answers.items():
+        get = {"tags": ["operations"], "operationId": f"get{name.title()}",
+               "summary": summary, "responses": {**responses, "500": _ref("ServerError")}}
+        head = {**get, "operationId": f"get{name.title()}Head",
+                "summary": "The GET's status and headers, without a body.",
+                "responses": {code: {k: v for k, v in answer.items() if k != "content"}
+                              for code, answer in get["responses"].items()}}
+        operations[endpoint] = {"get": get, "head": head}
+    return operations
 
 
 def _describe(operation_id: str, parameters: list | None = None,
@@ -332,7 +384,8 @@ def build_document(app: Flask) -> dict[str, Any]:
                          ("PageLink", PageLinkSchema), ("Pagination", PaginationSchema),
                          ("CommentList", CommentListSchema), ("Error", ErrorSchema),
                          ("EndpointDescription", EndpointDescriptionSchema),
-                         ("NewComment", NewCommentSchema), ("ReadFlag", ReadFlagSchema)):
+                         ("NewComment", NewCommentSchema), ("ReadFlag", ReadFlagSchema),
+                         ("Health", HealthSchema), ("Readiness", ReadinessSchema)):
         spec.components.schema(name, schema=schema)
     spec.components.schema("FieldErrors", _FIELD_ERRORS)
     for name, (description, example) in _HEADERS.items():

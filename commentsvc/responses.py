@@ -1,8 +1,9 @@
 """How every answer is built: compact UTF-8 JSON (or the browsable HTML page) and the
 headers every answer carries.
 
-``Allow`` names the methods of the resource answering: the collection's, or one
-comment's at /api/comments/<id>/.
+``Allow`` names the methods of the resource answering: the collection's, one comment's
+at /api/comments/<id>/, or GET and HEAD for the read-only documents (the OpenAPI
+document, health, readiness, metrics).
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from flask import Response
 ALLOW = "GET, POST, HEAD, OPTIONS"
 DETAIL_ALLOW = "GET, PATCH, DELETE, HEAD, OPTIONS"
 DETAIL_ENDPOINT = "commentsvc.comment_detail"
+READ_ONLY_ALLOW = "GET, HEAD"
+# Every resource but the collection (whose Allow is ALLOW), by its endpoint.
+ALLOW_BY_ENDPOINT = {
+    DETAIL_ENDPOINT: DETAIL_ALLOW,
+    "commentsvc.openapi_schema": READ_ONLY_ALLOW,
+    "commentsvc_ops.healthz": READ_ONLY_ALLOW,
+    "commentsvc_ops.readyz": READ_ONLY_ALLOW,
+    "commentsvc_ops.metrics": READ_ONLY_ALLOW,
+}
 # The page loads nothing but its own stylesheet and avatar images (paths or http(s) URLs
 # of the data); it runs no script, may not be framed, and its forms post only to itself.
 PAGE_HEADERS = {
@@ -29,7 +39,7 @@ NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 def allow_for(endpoint: str | None) -> str:
     """The Allow header of the resource an endpoint serves."""
-    return DETAIL_ALLOW if endpoint == DETAIL_ENDPOINT else ALLOW
+    return ALLOW_BY_ENDPOINT.get(endpoint, ALLOW)
 
 
 def api_response(payload: Any, status: int = 200,

@@ -16,14 +16,17 @@ from flask.cli import FlaskGroup
 from flask_sqlalchemy import SQLAlchemy
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import comments_api, settings
+from . import comments_api, request_log, settings
 from .db import engine_options, prepare_engine
+from .errors import install_error_handler
+from .ops import ops_api
 
 db = SQLAlchemy()
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app from COMMENTSVC_* environment variables, or from ``test_config``."""
+    request_log.configure_logging()  # before app.logger, so Flask's own lines are JSON too
     app = Flask(__name__, instance_relative_config=True)
     config = settings.from_environment() if test_config is None else dict(test_config)
     app.config.update(config)
@@ -41,6 +44,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         prepare_engine(db.engine)
 
     app.register_blueprint(comments_api)
+    # /healthz, /readyz, /metrics; every path is logged and counted (404s too).
+    app.register_blueprint(ops_api)
+    request_log.observe(app, "/")
+    install_error_handler(app, "/")  # the whole app is the service: every error is JSON
     proxies = app.extensions["commentsvc"]["TRUSTED_PROXIES"]
     if proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)

@@ -58,7 +58,8 @@ def assert_matches(app: Flask, doc: dict, response, method: str, path: str) -> N
     schema = answer["content"][response.mimetype]["schema"]
     validator = Draft202012Validator({**schema, "components": doc["components"]})
     errors = [f"{list(e.absolute_path)}: {e.message}"
-              for e in validator.iter_errors(response.get_json())]
+              for e in validator.iter_errors(response.get_json() if response.is_json
+                                             else response.get_data(as_text=True))]
     assert not errors, (method, path, response.status_code, errors)
 
 
@@ -71,12 +72,14 @@ def test_the_document_is_valid_openapi_3_1(client):
     assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "Authorization"}
 
 
-def test_every_route_and_method_of_the_blueprint_is_documented(app, client):
+def test_every_route_and_method_of_the_blueprints_is_documented(app, client):
     doc = document(client)
     # The browsable page's stylesheet (commentsvc.static) is no operation of the API.
     routes = {openapi.openapi_path(rule.rule): {m.lower() for m in rule.methods}
               for rule in app.url_map.iter_rules()
-              if rule.endpoint.startswith("commentsvc.") and rule.endpoint != "commentsvc.static"}
+              if rule.endpoint.startswith(("commentsvc.", "commentsvc_ops."))
+              and rule.endpoint != "commentsvc.static"}
+    assert {"/healthz", "/readyz", "/metrics"} <= set(routes)
     assert routes == {path: set(operations) for path, operations in doc["paths"].items()}
 
 
@@ -164,6 +167,10 @@ def test_real_responses_match_the_document(busy_app, monkeypatch):
     check("OPTIONS", f"{URL}100/", 200)
     check("GET", "/api/schema/", 200)
     check("HEAD", "/api/schema/", 200)
+    for path in ("/healthz", "/readyz", "/metrics"):
+        check("GET", path, 200)
+        check("HEAD", path, 200)
+        check("POST", path, 405)
     # Read errors.
     for query in ("?object_id=1", "?content_type=nope.nope", "?page_size=0",
                   "?content_type=users.user&object_id=1.5"):
@@ -206,6 +213,9 @@ def test_real_responses_match_the_document(busy_app, monkeypatch):
     check("GET", f"{URL}100/", 500)
     monkeypatch.setattr(store, "one", _raise(sa.exc.OperationalError("SELECT", {}, OSError())))
     check("GET", f"{URL}100/", 503)
+    with app.app_context(), app.extensions["sqlalchemy"].engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE commentsvc_token")
+    check("GET", "/readyz", 503)
     assert seen >= {200, 201, 204, 304, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503}
 
 

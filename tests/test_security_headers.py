@@ -44,6 +44,11 @@ def answers(client, community) -> dict[str, object]:
         "415": client.post(LIST, headers=ann, data="x", content_type="text/plain"),
         "schema": client.get("/api/schema/"),
         "stylesheet": client.get(css.group(1)),
+        "healthz": client.get("/healthz"),
+        "readyz": client.get("/readyz"),
+        "metrics": client.get("/metrics"),
+        "404 outside the api": client.get("/nothing/here"),
+        "405 on healthz": client.post("/healthz"),
     }
 
 

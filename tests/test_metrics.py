@@ -1,0 +1,97 @@
+"""/metrics in Prometheus' text format: requests by endpoint and status, their durations,
+the pool in use; one registry per app."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from commentsvc import db, metrics
+
+
+def scrape(client) -> dict[str, list]:
+    """The samples of /metrics, by metric family name."""
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/plain; version=")
+    assert response.headers["Cache-Control"] == "no-store"
+    return {family.name: family.samples
+            for family in text_string_to_metric_families(response.get_data(as_text=True))}
+
+
+def requests_counted(client, method: str, endpoint: str, status: int) -> float:
+    """commentsvc_requests_total for one label set (0 when it has not been seen)."""
+    for sample in scrape(client)["commentsvc_requests"]:
+        if sample.name == "commentsvc_requests_total" and sample.labels == {
+                "method": method, "endpoint": endpoint, "status": str(status)}:
+            return sample.value
+    return 0.0
+
+
+def durations_counted(client, method: str, endpoint: str) -> float:
+    for sample in scrape(client)["commentsvc_request_duration_seconds"]:
+        if sample.name.endswith("_count") and sample.labels == {"method": method,
+                                                                "endpoint": endpoint}:
+            return sample.value
+    return 0.0
+
+
+def test_requests_are_counted_by_endpoint_and_status(client, sample):
+    before = requests_counted(client, "GET", "commentsvc.comment_list", 200)
+    for _ in range(3):
+        assert client.get("/api/comments/?page=2").status_code == 200
+    assert client.get("/api/comments/?page=99999").status_code == 404
+    assert client.get("/api/comments/1/").status_code in (200, 404)
+    assert requests_counted(client, "GET", "commentsvc.comment_list", 200) == before + 3
+    assert requests_counted(client, "GET", "commentsvc.comment_list", 404) == 1
+    assert durations_counted(client, "GET", "commentsvc.comment_list") == 4
+
+
+def test_unmatched_paths_share_one_label(client):
+    client.get("/no/such/page")
+    client.get("/api/comments/not-a-number/")
+    client.put("/api/comments/")  # 405: no rule matched this method
+    assert requests_counted(client, "GET", "unmatched", 404) == 2
+    assert requests_counted(client, "PUT", "unmatched", 405) == 1
+    labels = {s.labels["endpoint"] for s in scrape(client)["commentsvc_requests"]}
+    assert not any(label.startswith("/") for label in labels)
+
+
+def test_odd_methods_are_counted_as_other(client):
+    client.open("/api/comments/", method="BREW")
+    client.open("/api/comments/", method="PROPFIND")
+    assert requests_counted(client, "other", "unmatched", 405) == 2
+
+
+def test_the_ops_routes_count_themselves(client):
+    client.get("/healthz")
+    client.get("/readyz")
+    scrape(client)
+    assert requests_counted(client, "GET", "commentsvc_ops.healthz", 200) == 1
+    assert requests_counted(client, "GET", "commentsvc_ops.readyz", 200) == 1
+    assert requests_counted(client, "GET", "commentsvc_ops.metrics", 200) >= 1
+
+
+def test_durations_fall_in_buckets(client):
+    client.get("/healthz")
+    buckets = [s for s in scrape(client)["commentsvc_request_duration_seconds"]
+               if s.name.endswith("_bucket")
+               and s.labels["endpoint"] == "commentsvc_ops.healthz"]
+    assert [b.labels["le"] for b in buckets][:2] == ["0.0005", "0.001"]
+    assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == 1
+
+
+def test_the_pool_gauge_reads_checked_out_connections(app):
+    client = app.test_client()
+    [gauge] = scrape(client)["commentsvc_db_pool_connections_in_use"]
+    assert gauge.value == 0
+    with app.app_context(), db.get_engine().connect():
+        [held] = scrape(client)["commentsvc_db_pool_connections_in_use"]
+    assert held.value == 1
+
+
+def test_each_app_keeps_its_own_figures(app_factory):
+    first, second = app_factory(), app_factory()
+    first.test_client().get("/healthz")
+    assert metrics.for_app(first).registry is not metrics.for_app(second).registry
+    assert requests_counted(first.test_client(), "GET", "commentsvc_ops.healthz", 200) == 1
+    assert requests_counted(second.test_client(), "GET", "commentsvc_ops.healthz", 200) == 0
