@@ -28,6 +28,29 @@ def test_only_the_digest_of_a_key_is_stored(app, community):
         assert len(key) == 40
 
 
+def test_the_key_never_reaches_the_database_only_its_digest(app, client, community):
+    """The secret is never compared: the database looks up the SHA-256 of what was sent,
+    an input the client cannot steer byte by byte, so how long that comparison takes tells
+    nothing about any stored key (what a constant-time comparison would guard against)."""
+    sent: list = []
+
+    def record(_conn, _cursor, _statement, parameters, _context, _many):
+        sent.append(repr(parameters))
+
+    with app.app_context():
+        engine = db.get_engine()
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        key = community.tokens["ann"]
+        assert client.get(URL, headers=community.auth("ann")).status_code == 200
+        almost = key[:-1] + ("1" if key.endswith("0") else "0")  # one character off
+        assert client.get(URL, headers={"Authorization": "Token " + almost}).status_code == 401
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    assert any(auth.hash_key(key) in params for params in sent)
+    assert not any(key in params or almost in params for params in sent)
+
+
 @pytest.mark.parametrize(("header", "detail"), [
     ("Token", "Invalid token header. No credentials provided."),
     ("Token   ", "Invalid token header. No credentials provided."),
