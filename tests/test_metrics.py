@@ -95,3 +95,47 @@ def test_each_app_keeps_its_own_figures(app_factory):
     assert metrics.for_app(first).registry is not metrics.for_app(second).registry
     assert requests_counted(first.test_client(), "GET", "commentsvc_ops.healthz", 200) == 1
     assert requests_counted(second.test_client(), "GET", "commentsvc_ops.healthz", 200) == 0
+
+
+def test_gunicorn_workers_share_their_figures_in_multiprocess_mode(app, database_url,
+                                                                     tmp_path):
+    """With PROMETHEUS_MULTIPROC_DIR every scrape adds up both workers' requests, whichever
+    worker answers it."""
+    import time
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench.load_mix import Gunicorn
+
+    shared = tmp_path / "prometheus"
+    shared.mkdir()
+    def get_list(_n: int) -> bytes:
+        return urllib.request.urlopen(server.base + "/api/comments/").read()
+
+    def counting_workers() -> set[str]:
+        return {path.name.split("_")[-1] for path in shared.glob("counter_*.db")}
+
+    with Gunicorn(database_url, env={"PROMETHEUS_MULTIPROC_DIR": str(shared)}) as server, \
+            ThreadPoolExecutor(8) as pool:
+        # Eight at a time, so while one sync worker is busy the other accepts (once it
+        # has booted: until then the first takes everything).
+        deadline = time.monotonic() + 20
+        while len(counting_workers()) < 2 and time.monotonic() < deadline:
+            list(pool.map(get_list, range(16)))
+        assert len(counting_workers()) == 2  # both workers count into the shared directory
+        before = _scraped_list_200(server.base)
+        list(pool.map(get_list, range(30)))
+        counts = {_scraped_list_200(server.base) for _ in range(6)}
+    assert counts == {before + 30}  # every scrape, whichever worker answers it
+
+
+def _scraped_list_200(base: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(base + "/metrics").read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "commentsvc_requests_total" and sample.labels == {
+                    "method": "GET", "endpoint": "commentsvc.comment_list", "status": "200"}:
+                return sample.value
+    return 0.0
