@@ -107,10 +107,12 @@ def test_unknown_api_path_is_json_404(client):
     assert response.get_json() == {"detail": "Not found."}
 
 
-def test_paths_outside_the_api_keep_flasks_own_errors(client):
+def test_standalone_paths_outside_the_api_get_json_errors_too(client):
+    """Standalone, the whole app is the service (a host's own pages keep their errors:
+    test_mounting)."""
     response = client.get("/not-the-api/")
     assert response.status_code == 404
-    assert response.headers["Content-Type"].startswith("text/html")
+    assert response.get_json() == {"detail": "Not found."}
 
 
 def test_missing_trailing_slash_redirects(client):
