@@ -119,6 +119,41 @@ def test_standalone_lines_go_to_stderr_as_json(client, capsys):
     assert list(written[0]) == KEYS
 
 
+def test_with_nothing_else_listening_lines_are_written_without_a_log_record(
+        client, capsys, monkeypatch):
+    """As under gunicorn: the root logger has no handlers (pytest's are set aside)."""
+    monkeypatch.setattr(logging.root, "handlers", [])
+    built = []
+    make_record = logging.Logger.makeRecord
+    monkeypatch.setattr(logging.Logger, "makeRecord",
+                        lambda self, *args, **kwargs: built.append(args[0])
+                        or make_record(self, *args, **kwargs))
+    capsys.readouterr()
+    client.get("/api/comments/", headers={"X-Request-ID": "direct-1"})
+    written = [json.loads(text) for text in capsys.readouterr().err.splitlines()]
+    assert built == []
+    [line] = written
+    assert list(line) == KEYS
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"])
+    assert (line["level"], line["path"], line["status"], line["request_id"]) == (
+        "INFO", "/api/comments/", 200, "direct-1")
+
+
+def test_a_listening_host_handler_gets_every_line_as_a_record(client, monkeypatch):
+    monkeypatch.setattr(logging.root, "handlers", [])
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("commentsvc.request").addHandler(handler)
+    try:
+        assert request_log.sole_json_handler(logging.INFO) is None
+        client.get("/healthz", headers={"X-Request-ID": "to-host"})
+    finally:
+        logging.getLogger("commentsvc.request").removeHandler(handler)
+    assert [record.fields["request_id"] for record in records] == ["to-host"]
+    assert request_log.sole_json_handler(logging.INFO) is not None  # standalone again
+
+
 def make_host(database_url: str, with_ops: bool) -> Flask:
     """A host site with comments under /community, and its own page at /."""
     host = Flask("host_site")
