@@ -8,15 +8,17 @@ registered, and answers every error under its /api/ prefix as JSON.
 
 from __future__ import annotations
 
+import redis
 from flask import Blueprint
 from flask.blueprints import BlueprintSetupState
 
-from . import cli, openapi, request_log, settings
+from . import cli, openapi, replicas, request_log, settings
 from .errors import install_error_handler, to_response
 from .rate_limit import PostRateLimit
 from .response_cache import ResponseCache
 from .responses import NOSNIFF
 from .schemas import INT64_MAX, ListQuerySchema, NewCommentSchema, ReadFlagSchema
+from .shared_cache import RedisResponseCache, redis_client
 from .views import CommentDetailView, CommentListView
 
 
@@ -53,13 +55,38 @@ for command in cli.COMMANDS:
     comments_api.cli.add_command(command)
 
 
+def shared_redis(options: dict) -> redis.Redis | None:
+    """The Redis that nodes share pages and recent writers through: the response cache's,
+    else the rate limit's when that is Redis; None keeps both in each process."""
+    for url in (options["RESPONSE_CACHE_URL"], options["RATE_LIMIT_STORAGE"]):
+        if url.startswith(("redis://", "rediss://")):
+            return redis_client(url)
+    return None
+
+
+def response_cache(options: dict, shared: redis.Redis | None
+                   ) -> ResponseCache | RedisResponseCache | None:
+    """Rendered pages in Redis (RESPONSE_CACHE_URL), else in this worker; None when
+    RESPONSE_CACHE_MB is 0."""
+    if not options["RESPONSE_CACHE_MB"]:
+        return None
+    if options["RESPONSE_CACHE_URL"]:
+        return RedisResponseCache(shared, max_body_bytes=MAX_SHARED_BODY)
+    return ResponseCache(options["RESPONSE_CACHE_MB"] * 2**20)
+
+
+# The largest page kept in Redis (a page of 100 comments with their replies is far less).
+MAX_SHARED_BODY = 2**20
+
+
 @comments_api.record_once
 def _set_up(state: BlueprintSetupState) -> None:
     """Check the settings once; scope JSON errors, request logs and metrics to this
     mount's /api/ prefix."""
     options = settings.options_for(state.app.config)
-    options["RESPONSE_CACHE"] = (ResponseCache(options["RESPONSE_CACHE_MB"] * 2**20)
-                                 if options["RESPONSE_CACHE_MB"] else None)
+    shared = shared_redis(options)
+    options["RESPONSE_CACHE"] = response_cache(options, shared)
+    replicas.set_up(options, shared)
     options["QUERY_SCHEMA"] = ListQuerySchema(content_types=options["CONTENT_TYPES"])
     options["NEW_COMMENT_SCHEMA"] = NewCommentSchema(
         content_types=options["CONTENT_TYPES"], max_body_length=options["MAX_BODY_LENGTH"])

@@ -1,9 +1,10 @@
 """Every setting of the service, declared once: name, default, parser and help.
 
 Standalone, settings come from environment variables named ``COMMENTSVC_<NAME>``
-(``DATABASE_URL`` has no prefix). Mounted in a host site, the host may put the same
-``COMMENTSVC_<NAME>`` keys in its Flask config. Either way they are checked at start-up,
-so a bad value stops the service with a clear message instead of failing on a request.
+(``DATABASE_URL`` and ``DATABASE_REPLICA_URLS`` have no prefix). Mounted in a host site,
+the host may put the same ``COMMENTSVC_<NAME>`` keys in its Flask config. Either way they
+are checked at start-up, so a bad value stops the service with a clear message instead of
+failing on a request.
 """
 
 from __future__ import annotations
@@ -103,6 +104,22 @@ def _storage_uri(raw: Any) -> str:
     return value
 
 
+def _replica_urls(raw: Any) -> tuple[str, ...]:
+    """PostgreSQL URLs separated by commas or white space; empty means no replicas."""
+    urls = raw.replace(",", " ").split() if isinstance(raw, str) else list(raw)
+    for url in urls:
+        if not str(url).startswith(("postgresql://", "postgresql+psycopg2://", "postgres://")):
+            raise ValueError(f"{url!r} is not a PostgreSQL URL (postgresql://...)")
+    return tuple(str(url) for url in urls)
+
+
+def _redis_url(raw: Any) -> str:
+    value = str(raw).strip()
+    if value and not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError("must be a redis:// URL, or empty")
+    return value
+
+
 def _callable(raw: Any) -> Callable[[], Any] | None:
     """A function, or "package.module:function" naming one; empty means none."""
     if raw is None or raw == "":
@@ -128,12 +145,28 @@ class Setting:
 
     @property
     def env_var(self) -> str:
-        return "DATABASE_URL" if self.name == "DATABASE_URL" else self.key
+        return self.name if self.name in UNPREFIXED else self.key
 
+
+# Read from the environment without the prefix, as hosting platforms name them.
+UNPREFIXED = ("DATABASE_URL", "DATABASE_REPLICA_URLS")
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("DATABASE_URL", "", _text,
             "SQLAlchemy URL of the database; empty means SQLite in instance/commentsvc.sqlite3."),
+    Setting("DATABASE_REPLICA_URLS", (), _replica_urls,
+            "PostgreSQL streaming replicas (URLs separated by commas) that serve list and "
+            "single-comment reads; empty sends everything to DATABASE_URL."),
+    Setting("READ_YOUR_WRITES_SECONDS", 10, _non_negative_int,
+            "After a user's write, that user's reads go to the primary for this many "
+            "seconds."),
+    Setting("REPLICA_MAX_LAG_SECONDS", 5, _positive_int,
+            "A replica further behind the primary than this is not read from."),
+    Setting("REPLICA_CHECK_SECONDS", 2, _positive_int,
+            "How often each process checks a replica's lag, or tries again one that failed."),
+    Setting("RESPONSE_CACHE_URL", "", _redis_url,
+            "redis://host:6379/0 keeps rendered list pages in Redis, shared by every worker "
+            "and node; empty keeps them in each worker (RESPONSE_CACHE_MB)."),
     Setting("PAGE_SIZE", 10, _positive_int, "Comments per page when page_size is not given."),
     Setting("MAX_PAGE_SIZE", 100, _positive_int,
             "Largest page_size a client may ask for; larger requests are clamped to it."),

@@ -9,7 +9,7 @@ import orjson
 from flask import Request, Response, request, url_for
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from . import (
     auth,
@@ -20,6 +20,7 @@ from . import (
     pagination,
     permissions,
     posting,
+    replicas,
     request_args,
     request_body,
     settings,
@@ -191,21 +192,26 @@ class CommentListView(MethodView):
             req, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         representation = negotiation.choose(req)
         viewer = viewer_of(req, options)
-        engine = get_engine()
-        if options["RESPONSE_CACHE"] is not None or req.if_none_match:
-            answer = page_answer(req, reader_for(engine).read(comments.key), page_size,
-                                 options, viewer, representation)
-            response = known_response(req, answer, options)
-            if response is not None:
-                return response
 
-        def build(conn: Connection) -> Response:
-            answer = page_answer(req, store.state(conn, comments), page_size, options, viewer,
-                                 representation)
-            return known_response(req, answer, options) or built_response(
-                req, conn, comments, answer, page_size, options)
+        def answer_from(engine: Engine) -> Response:
+            if options["RESPONSE_CACHE"] is not None or req.if_none_match:
+                answer = page_answer(req, reader_for(engine).read(comments.key), page_size,
+                                     options, viewer, representation)
+                response = known_response(req, answer, options)
+                if response is not None:
+                    return response
 
-        return read_snapshot(engine, build)
+            def build(conn: Connection) -> Response:
+                answer = page_answer(req, store.state(conn, comments), page_size, options,
+                                     viewer, representation)
+                return known_response(req, answer, options) or built_response(
+                    req, conn, comments, answer, page_size, options)
+
+            return read_snapshot(engine, build)
+
+        if options["REPLICAS"] is None:
+            return answer_from(get_engine())
+        return replicas.reading(options, viewer.id if viewer else None, answer_from)
 
     def post(self) -> Response:
         """Add a comment (or a reply) as the signed-in user: 201 with it as lists show it.
@@ -226,6 +232,7 @@ class CommentListView(MethodView):
             options["POST_LIMITER"].take(viewer.id)
             comment = store.one(conn, posting.write(conn, viewer.id, fields),
                                 options["MAX_EMBEDDED_REPLIES"])
+        replicas.wrote(options, viewer.id)
         location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
         if representation == HTML:
             return html_response(browsable.comment_page(
@@ -271,8 +278,10 @@ class CommentDetailView(MethodView):
         options = settings.current()
         representation = negotiation.choose(req)
         viewer = viewer_of(req, options)
-        comment = read_snapshot(get_engine(), lambda conn: store.one(
-            conn, comment_id, options["MAX_EMBEDDED_REPLIES"]))
+        comment = replicas.reading(
+            options, viewer.id if viewer else None,
+            lambda engine: read_snapshot(engine, lambda conn: store.one(
+                conn, comment_id, options["MAX_EMBEDDED_REPLIES"])))
         if comment is None:
             raise NotFound()
         if representation == HTML:
@@ -295,16 +304,19 @@ class CommentDetailView(MethodView):
                 raise PermissionDenied()
             store.set_read(conn, comment_id, is_read)
             comment = store.one(conn, comment_id, options["MAX_EMBEDDED_REPLIES"])
+        replicas.wrote(options, viewer.id)
         return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
 
     def delete(self, comment_id: int) -> Response:
         """Soft-delete: the author or staff only; 204, also when it was already deleted."""
-        viewer = signed_in(request._get_current_object(), settings.current())
+        options = settings.current()
+        viewer = signed_in(request._get_current_object(), options)
         with writing(get_engine()) as conn:
             facts = existing(conn, comment_id)
             if not permissions.can_delete(viewer, facts.author_id):
                 raise PermissionDenied()
             store.soft_delete(conn, comment_id)
+        replicas.wrote(options, viewer.id)
         return api_response(None, 204, allow=DETAIL_ALLOW)
 
     def options(self, comment_id: int) -> Response:

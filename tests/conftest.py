@@ -238,3 +238,24 @@ def table_rows(app) -> dict[str, list[tuple]]:
                   if name.startswith("commentsvc_")]
         return {name: sorted(map(tuple, conn.execute(sa.text(f"SELECT * FROM {name}"))),
                              key=repr) for name in tables}
+
+
+REDIS_TEST_URL = os.environ.get("COMMENTSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+@pytest.fixture
+def redis_url():
+    """An emptied Redis database for this test (emptied again after); skipped without a
+    Redis server, except in CI (CI=true), where that fails."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_TEST_URL, socket_connect_timeout=1)
+    try:
+        client.flushdb()
+    except redis.RedisError as exc:
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(f"Redis is required in CI but unreachable: {exc}")
+        pytest.skip(f"no Redis server: {exc}")
+    yield REDIS_TEST_URL
+    client.flushdb()
+    client.close()

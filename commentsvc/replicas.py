@@ -1,0 +1,195 @@
+"""Which database a read goes to: a PostgreSQL streaming replica, or the primary.
+
+With ``DATABASE_REPLICA_URLS`` set, list and single-comment reads go to a replica that
+answers and is no further behind than ``COMMENTSVC_REPLICA_MAX_LAG_SECONDS``. Everything
+else goes to the primary (``DATABASE_URL``): every write and the answer it returns, the
+sign-in lookup, /readyz, the commands; and so do the reads of a user who wrote within
+``COMMENTSVC_READ_YOUR_WRITES_SECONDS``, who would otherwise not see their own comment.
+
+Each process checks its replicas in a background thread every
+``COMMENTSVC_REPLICA_CHECK_SECONDS`` (never on a request's time). A replica is used only
+once a check found it answering and caught up. A read that fails on a replica marks it
+unusable until the next good check and runs again on the primary (reads change nothing),
+so a client never sees a replica's failure. With no replicas configured none of this
+exists and every read goes to the primary as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from sqlalchemy import create_engine, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine
+
+from .db import engine_options, get_engine, prepare_engine
+
+log = logging.getLogger("commentsvc")
+T = TypeVar("T")
+
+# Seconds the replica has not yet replayed: 0 when it has replayed all it received (an idle
+# primary sends nothing, which is no lag), else the age of the last transaction it replayed.
+LAG = text("""
+    SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0
+                WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+                ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0)
+           END
+""")
+WROTE_KEY = "commentsvc:wrote:"
+
+
+def measure_lag(engine: Engine) -> float:
+    """The replica's lag in seconds (one short query on a connection of the pool)."""
+    with engine.connect() as conn:
+        return float(conn.execute(LAG).scalar_one())
+
+
+class ReplicaRouter:
+    """The replicas of one app and what the last check found of each."""
+
+    def __init__(self, engines: list[Engine], max_lag: float, check_seconds: float,
+                 lag_of: Callable[[Engine], float] = measure_lag):
+        self.engines = engines
+        self.max_lag = max_lag
+        self.check_seconds = check_seconds
+        self.lag_of = lag_of
+        self.usable: list[Engine] = []  # replaced whole, so readers need no lock
+        self._checker_pid: int | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def pick(self) -> Engine | None:
+        """A usable replica (at random among them), or None: read from the primary."""
+        if self._checker_pid != os.getpid():
+            self._start_checking()
+        usable = self.usable
+        return random.choice(usable) if usable else None
+
+    def failed(self, engine: Engine, exc: Exception) -> None:
+        """A read failed on ``engine``: leave it alone until a check finds it good again."""
+        self.usable = [e for e in self.usable if e is not engine]
+        log.warning("replica %s failed a read, reading from the primary: %s",
+                    engine.url.render_as_string(hide_password=True), exc)
+
+    def check(self) -> None:
+        """Measure every replica now; keep those that answer within the lag limit."""
+        usable = []
+        for engine in self.engines:
+            try:
+                lag = self.lag_of(engine)
+            except sa_exc.DBAPIError as exc:
+                log.warning("replica %s unreachable: %s",
+                            engine.url.render_as_string(hide_password=True), exc.orig)
+                continue
+            if lag <= self.max_lag:
+                usable.append(engine)
+            else:
+                log.warning("replica %s is %.1f s behind, over the %s s limit",
+                            engine.url.render_as_string(hide_password=True), lag, self.max_lag)
+        self.usable = usable
+
+    def _start_checking(self) -> None:
+        """One checking thread per process (a forked worker starts its own)."""
+        with self._lock:
+            if self._checker_pid == os.getpid():
+                return
+            self._checker_pid = os.getpid()
+            self.usable = []
+            threading.Thread(target=self._check_forever, name="commentsvc-replica-check",
+                             daemon=True).start()
+
+    def _check_forever(self) -> None:
+        while not self._stop.is_set():
+            self.check()
+            self._stop.wait(self.check_seconds)
+
+    def close(self) -> None:
+        self._stop.set()
+        for engine in self.engines:
+            engine.dispose()
+
+
+class RecentWriters:
+    """Who wrote within the last ``window`` seconds: in Redis (every node sees it) when a
+    client is given, else in this process only."""
+
+    def __init__(self, window: float, client: redis.Redis | None = None):
+        self.window = window
+        self.client = client
+        self._until: dict[int, float] = {}
+
+    def mark(self, user_id: int) -> None:
+        if not self.window:
+            return
+        self._until[user_id] = time.monotonic() + self.window
+        if len(self._until) > 10000:  # forget the expired ones now and then
+            now = time.monotonic()
+            self._until = {user: until for user, until in self._until.items() if until > now}
+        if self.client is not None:
+            try:
+                self.client.set(f"{WROTE_KEY}{user_id}", b"1", px=int(self.window * 1000))
+            except redis.RedisError as exc:
+                log.warning("could not record a write in Redis: %s", exc)
+
+    def wrote_recently(self, user_id: int) -> bool:
+        """True when this user wrote within the window (also when Redis cannot say)."""
+        if not self.window:
+            return False
+        if self._until.get(user_id, 0.0) > time.monotonic():
+            return True
+        if self.client is None:
+            return False
+        try:
+            return bool(self.client.exists(f"{WROTE_KEY}{user_id}"))
+        except redis.RedisError:
+            return True  # unsure: the primary is always right
+
+
+def set_up(options: dict[str, Any], redis_client: redis.Redis | None) -> None:
+    """Add ``REPLICAS`` (a router, or None) and ``RECENT_WRITERS`` to an app's options."""
+    urls = options["DATABASE_REPLICA_URLS"]
+    options["REPLICAS"] = None
+    options["RECENT_WRITERS"] = RecentWriters(options["READ_YOUR_WRITES_SECONDS"],
+                                              redis_client)
+    if not urls:
+        return
+    engines = []
+    for url in urls:
+        url = "postgresql" + url[len("postgres"):] if url.startswith("postgres://") else url
+        engine = create_engine(url, **engine_options(
+            url, options["DB_CONNECT_TIMEOUT"], options["STATEMENT_TIMEOUT_MS"],
+            options["POOL_PRE_PING"]))
+        prepare_engine(engine)
+        engines.append(engine)
+    options["REPLICAS"] = ReplicaRouter(engines, options["REPLICA_MAX_LAG_SECONDS"],
+                                        options["REPLICA_CHECK_SECONDS"])
+
+
+def reading(options: dict[str, Any], user_id: int | None, work: Callable[[Engine], T]) -> T:
+    """``work(engine)`` on a usable replica, or on the primary when there is none, when
+    the user wrote lately, or when the replica fails (then it runs again on the primary)."""
+    router: ReplicaRouter | None = options["REPLICAS"]
+    if router is None or (user_id is not None
+                          and options["RECENT_WRITERS"].wrote_recently(user_id)):
+        return work(get_engine())
+    replica = router.pick()
+    if replica is None:
+        return work(get_engine())
+    try:
+        return work(replica)
+    except sa_exc.DBAPIError as exc:
+        router.failed(replica, exc)
+    return work(get_engine())
+
+
+def wrote(options: dict[str, Any], user_id: int) -> None:
+    """A write by ``user_id`` committed: send their reads to the primary for a while."""
+    if options["REPLICAS"] is not None:
+        options["RECENT_WRITERS"].mark(user_id)
