@@ -40,9 +40,21 @@ def snapshot(engine: Engine) -> Connection:
     on SQLite every transaction is one snapshot already (see ``prepare_engine``).
     """
     conn = engine.connect()
-    if engine.dialect.name == "postgresql":
+    if engine in _replicas:
+        # A standby is read-only by nature; asking for READ ONLY would make SQLAlchemy
+        # reset the connection to READ WRITE afterwards, which a standby refuses.
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+    elif engine.dialect.name == "postgresql":
         conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
     return conn
+
+
+_replicas: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def mark_replica(engine: Engine) -> None:
+    """``engine`` reaches a PostgreSQL standby (see ``snapshot``)."""
+    _replicas.add(engine)
 
 
 def read_snapshot(engine: Engine, work: Callable[[Connection], T]) -> T:

@@ -29,7 +29,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
-from .db import engine_options, get_engine, prepare_engine
+from .db import engine_options, get_engine, mark_replica, prepare_engine
 
 log = logging.getLogger("commentsvc")
 T = TypeVar("T")
@@ -167,6 +167,7 @@ def set_up(options: dict[str, Any], redis_client: redis.Redis | None) -> None:
             url, options["DB_CONNECT_TIMEOUT"], options["STATEMENT_TIMEOUT_MS"],
             options["POOL_PRE_PING"]))
         prepare_engine(engine)
+        mark_replica(engine)
         engines.append(engine)
     options["REPLICAS"] = ReplicaRouter(engines, options["REPLICA_MAX_LAG_SECONDS"],
                                         options["REPLICA_CHECK_SECONDS"])

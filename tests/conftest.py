@@ -243,19 +243,27 @@ def table_rows(app) -> dict[str, list[tuple]]:
 REDIS_TEST_URL = os.environ.get("COMMENTSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
-@pytest.fixture
-def redis_url():
-    """An emptied Redis database for this test (emptied again after); skipped without a
-    Redis server, except in CI (CI=true), where that fails."""
+def require_redis(url: str) -> None:
+    """Empty the Redis database at ``url``; skip without a Redis server, except in CI
+    (CI=true), where that fails."""
     import redis
 
-    client = redis.Redis.from_url(REDIS_TEST_URL, socket_connect_timeout=1)
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
     try:
         client.flushdb()
     except redis.RedisError as exc:
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(f"Redis is required in CI but unreachable: {exc}")
         pytest.skip(f"no Redis server: {exc}")
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def redis_url():
+    """An emptied Redis database for this test (emptied again after)."""
+    import redis
+
+    require_redis(REDIS_TEST_URL)
     yield REDIS_TEST_URL
-    client.flushdb()
-    client.close()
+    redis.Redis.from_url(REDIS_TEST_URL).flushdb()

@@ -8,6 +8,8 @@ it keeps its port and data directory, as a restarted production server would.
         engine = create_engine(cluster.url("postgres"))
         cluster.stop("fast")              # or "immediate": a crash, recovery on start
         cluster.start()
+        with PgCluster(standby_of=cluster) as replica:   # a streaming replica of it
+            ...
 
 initdb refuses to run as root, so as root the server's programs run as the ``postgres``
 user, who then owns the directory.
@@ -65,7 +67,8 @@ class PgCluster:
     """One private PostgreSQL server: ``start()``, ``stop(mode)``, ``url(db)``, ``port``,
     ``data_dir``; ``destroy()`` stops it and removes its files."""
 
-    def __init__(self, settings: dict[str, str] | None = None):
+    def __init__(self, settings: dict[str, str] | None = None,
+                 standby_of: PgCluster | None = None):
         bindir = server_bindir()
         if bindir is None:
             raise RuntimeError("PostgreSQL server programs not found")
@@ -79,8 +82,15 @@ class PgCluster:
             user = pwd.getpwnam("postgres")
             os.chown(self.root, user.pw_uid, user.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
-        self._run("initdb", "-D", str(self.data_dir), "-A", "trust", "-U", "postgres",
-                  "-E", "UTF8", "--locale", "C", "--no-sync")
+        if standby_of is None:
+            self._run("initdb", "-D", str(self.data_dir), "-A", "trust", "-U", "postgres",
+                      "-E", "UTF8", "--locale", "C", "--no-sync")
+        else:
+            # A copy of the running primary that follows its WAL (-R writes the standby
+            # settings); initdb's trust rules already let 127.0.0.1 connect for replication.
+            self._run("pg_basebackup", "-D", str(self.data_dir), "-h", "127.0.0.1",
+                      "-p", str(standby_of.port), "-U", "postgres", "-R", "-X", "stream",
+                      "--no-sync", "-c", "fast")
         conf = {"listen_addresses": "'127.0.0.1'", "port": str(self.port),
                 "unix_socket_directories": f"'{self.root}'", "fsync": "off",
                 "max_connections": "50", "shared_buffers": "32MB", **(settings or {})}

@@ -102,3 +102,19 @@ def test_redis_storage_shares_the_count_between_workers(app_factory):
         with second.app_context():
             db.get_engine().dispose()
         redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+def test_a_failing_storage_lets_posts_through_with_a_warning(app_factory, caplog):
+    import logging
+
+    from test_health import closed_port
+
+    app = app_factory(COMMENTSVC_POST_RATE_LIMIT="1/minute",
+                      COMMENTSVC_RATE_LIMIT_STORAGE=f"redis://127.0.0.1:{closed_port()}")
+    community = Community(app)
+    client = app.test_client()
+    caplog.set_level(logging.WARNING, logger="commentsvc")
+    statuses = [client.post(URL, json=POST, headers=community.auth("ann")).status_code
+                for _ in range(2)]
+    assert statuses == [201, 201]  # uncounted, so not limited either
+    assert any("rate-limit storage unavailable" in r.getMessage() for r in caplog.records)
