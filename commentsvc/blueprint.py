@@ -15,7 +15,7 @@ from flask.blueprints import BlueprintSetupState
 from . import cli, openapi, replicas, request_log, settings
 from .errors import install_error_handler, to_response
 from .rate_limit import PostRateLimit
-from .response_cache import ResponseCache
+from .response_cache import PageCache, ResponseCache
 from .responses import NOSNIFF
 from .schemas import INT64_MAX, ListQuerySchema, NewCommentSchema, ReadFlagSchema
 from .shared_cache import RedisResponseCache, redis_client
@@ -64,8 +64,7 @@ def shared_redis(options: dict) -> redis.Redis | None:
     return None
 
 
-def response_cache(options: dict, shared: redis.Redis | None
-                   ) -> ResponseCache | RedisResponseCache | None:
+def response_cache(options: dict, shared: redis.Redis | None) -> PageCache | None:
     """Rendered pages in Redis (RESPONSE_CACHE_URL), else in this worker; None when
     RESPONSE_CACHE_MB is 0."""
     if not options["RESPONSE_CACHE_MB"]:

@@ -7,27 +7,29 @@ allow up to N times the rate), ``redis://`` shares them between workers and mach
 The view takes a post's turn while it holds the writers' lock, so checking and counting
 cannot interleave between two posts.
 
-A storage that fails (a Redis that is down or slower than 250 ms) lets the post through
-with a warning in the log: the limit guards against floods, and refusing every comment
-while Redis is away would lose what people wrote.
+A storage that fails (a Redis that is down or slower than 250 ms) never fails a post:
+the post is counted in this worker's memory instead, as ``memory://`` would, with a
+warning in the log, and the storage is left alone for 5 s before the next try (so an
+outage does not hold the writers' lock for a timeout on every post). The limit still
+holds per worker meanwhile; refusing every comment while Redis is away would lose what
+people wrote.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 
 import redis
 from limits import parse_many
 from limits.errors import StorageError
-from limits.storage import storage_from_string
+from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from .errors import Throttled
+from .shared_cache import Backoff
 
-log = logging.getLogger("commentsvc")
-# How long a Redis storage may take before the post goes through uncounted.
+# How long a Redis storage may take before the post is counted in memory instead.
 REDIS_TIMEOUT_SECONDS = 0.25
 
 
@@ -39,20 +41,30 @@ class PostRateLimit:
         options = ({"socket_timeout": REDIS_TIMEOUT_SECONDS,
                     "socket_connect_timeout": REDIS_TIMEOUT_SECONDS}
                    if storage_uri.startswith(("redis://", "rediss://")) else {})
-        self._limiter = MovingWindowRateLimiter(storage_from_string(storage_uri, **options))
+        self._limiter = MovingWindowRateLimiter(
+            storage_from_string(storage_uri, wrap_exceptions=True, **options))
+        self._fallback: MovingWindowRateLimiter | None = None  # made on the first failure
+        self._backoff = Backoff("rate-limit storage (counting posts in this worker)")
 
     def take(self, user_id: int) -> None:
         """Count one post by ``user_id``, or raise Throttled (429) if that would exceed a
-        limit; nothing is counted then. A failing storage lets the post through."""
-        try:
-            self._take(str(user_id))
-        except (redis.RedisError, StorageError, OSError) as exc:
-            log.warning("rate-limit storage unavailable, post not counted: %s", exc)
+        limit; nothing is counted then. While the storage fails, this worker counts."""
+        if not self._items:
+            return
+        key = str(user_id)
+        if not self._backoff.resting:
+            try:
+                return self._take(self._limiter, key)
+            except (StorageError, redis.RedisError, OSError) as exc:
+                self._backoff.failed(exc)
+        if self._fallback is None:
+            self._fallback = MovingWindowRateLimiter(MemoryStorage())
+        self._take(self._fallback, key)
 
-    def _take(self, key: str) -> None:
+    def _take(self, limiter: MovingWindowRateLimiter, key: str) -> None:
         for item in self._items:
-            if not self._limiter.test(item, "post", key):
-                reset = self._limiter.get_window_stats(item, "post", key).reset_time
+            if not limiter.test(item, "post", key):
+                reset = limiter.get_window_stats(item, "post", key).reset_time
                 raise Throttled(max(1, math.ceil(reset - time.time())))
         for item in self._items:
-            self._limiter.hit(item, "post", key)
+            limiter.hit(item, "post", key)

@@ -30,16 +30,23 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from .db import engine_options, get_engine, mark_replica, prepare_engine
+from .shared_cache import Backoff
 
 log = logging.getLogger("commentsvc")
 T = TypeVar("T")
 
-# Seconds the replica has not yet replayed: 0 when it has replayed all it received (an idle
-# primary sends nothing, which is no lag), else the age of the last transaction it replayed.
+# Seconds the replica may be behind the primary: 0 when it streams from the primary and has
+# replayed all it received (an idle primary sends nothing, which is no lag), else the age
+# of the last transaction it replayed. Without a WAL receiver (cut off from the primary, or
+# just started) it cannot know what it misses, so that age counts too; a replica that has
+# replayed no transaction yet counts as endlessly behind. Any role may ask: a WAL receiver
+# shows its row (if not its details) to everyone.
 LAG = text("""
     SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0
-                WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
-                ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0)
+                WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
+                     AND EXISTS (SELECT FROM pg_stat_wal_receiver) THEN 0
+                ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8,
+                              'Infinity'::float8)
            END
 """)
 WROTE_KEY = "commentsvc:wrote:"
@@ -61,6 +68,7 @@ class ReplicaRouter:
         self.check_seconds = check_seconds
         self.lag_of = lag_of
         self.usable: list[Engine] = []  # replaced whole, so readers need no lock
+        self._states: dict[Engine, str] = {}  # what the last check or read found of each
         self._checker_pid: int | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -74,26 +82,41 @@ class ReplicaRouter:
 
     def failed(self, engine: Engine, exc: Exception) -> None:
         """A read failed on ``engine``: leave it alone until a check finds it good again."""
+        if engine not in self.usable:
+            return  # another thread's read found it first
         self.usable = [e for e in self.usable if e is not engine]
-        log.warning("replica %s failed a read, reading from the primary: %s",
-                    engine.url.render_as_string(hide_password=True), exc)
+        self._now(engine, "failed", f"failed a read, reading from the primary: {exc}")
 
     def check(self) -> None:
-        """Measure every replica now; keep those that answer within the lag limit."""
+        """Measure every replica now; keep those that answer within the lag limit.
+
+        What each check finds is logged only when it changes, so a replica that stays
+        down is one warning per process, not one per check.
+        """
         usable = []
         for engine in self.engines:
             try:
                 lag = self.lag_of(engine)
             except sa_exc.DBAPIError as exc:
-                log.warning("replica %s unreachable: %s",
-                            engine.url.render_as_string(hide_password=True), exc.orig)
+                self._now(engine, "down", f"unreachable: {exc.orig}")
                 continue
             if lag <= self.max_lag:
                 usable.append(engine)
+                self._now(engine, "usable", "usable")
             else:
-                log.warning("replica %s is %.1f s behind, over the %s s limit",
-                            engine.url.render_as_string(hide_password=True), lag, self.max_lag)
+                self._now(engine, "behind", f"over {self.max_lag} s behind the primary "
+                                            f"({lag:.1f} s), not read from")
         self.usable = usable
+
+    def _now(self, engine: Engine, state: str, message: str) -> None:
+        """Note what was found of ``engine``; log it if that differs from before."""
+        before = self._states.get(engine)
+        self._states[engine] = state
+        if state == before or (state == "usable" and before is None):
+            return
+        level = logging.INFO if state == "usable" else logging.WARNING
+        log.log(level, "replica %s %s", engine.url.render_as_string(hide_password=True),
+                message)
 
     def _start_checking(self) -> None:
         """One checking thread per process (a forked worker starts its own)."""
@@ -118,25 +141,31 @@ class ReplicaRouter:
 
 class RecentWriters:
     """Who wrote within the last ``window`` seconds: in Redis (every node sees it) when a
-    client is given, else in this process only."""
+    client is given, else in this process only.
+
+    While Redis fails (and for a few seconds after, see ``Backoff``) it cannot say, so
+    every signed-in reader counts as a recent writer and reads from the primary.
+    """
 
     def __init__(self, window: float, client: redis.Redis | None = None):
         self.window = window
         self.client = client
         self._until: dict[int, float] = {}
+        self._backoff = Backoff("Redis of recent writers")
 
     def mark(self, user_id: int) -> None:
         if not self.window:
             return
-        self._until[user_id] = time.monotonic() + self.window
+        now = time.monotonic()
+        self._until[user_id] = now + self.window
         if len(self._until) > 10000:  # forget the expired ones now and then
-            now = time.monotonic()
-            self._until = {user: until for user, until in self._until.items() if until > now}
-        if self.client is not None:
+            self._until = {user: until for user, until in list(self._until.items())
+                           if until > now}
+        if self.client is not None and not self._backoff.resting:
             try:
                 self.client.set(f"{WROTE_KEY}{user_id}", b"1", px=int(self.window * 1000))
             except redis.RedisError as exc:
-                log.warning("could not record a write in Redis: %s", exc)
+                self._backoff.failed(exc)
 
     def wrote_recently(self, user_id: int) -> bool:
         """True when this user wrote within the window (also when Redis cannot say)."""
@@ -146,10 +175,13 @@ class RecentWriters:
             return True
         if self.client is None:
             return False
+        if self._backoff.resting:
+            return True  # unsure: the primary is always right
         try:
             return bool(self.client.exists(f"{WROTE_KEY}{user_id}"))
-        except redis.RedisError:
-            return True  # unsure: the primary is always right
+        except redis.RedisError as exc:
+            self._backoff.failed(exc)
+            return True
 
 
 def set_up(options: dict[str, Any], redis_client: redis.Redis | None) -> None:

@@ -4,12 +4,26 @@ The ETag already names everything a response is made of (the list's version and 
 the URL, the display settings), so a body stored under a tag is the body any later
 request with that tag would build: no invalidation is needed, a write simply makes new
 tags. Bounded by bytes, least recently used first out; one per worker process.
+
+``PageCache`` is what the views ask of a cache; ``shared_cache.RedisResponseCache`` is the
+other kind, shared by every worker and node (``COMMENTSVC_RESPONSE_CACHE_URL``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Protocol
+
+
+class PageCache(Protocol):
+    """Rendered list responses by strong ETag (never invalidated: a write makes new tags)."""
+
+    def get(self, tag: str) -> bytes | None:
+        """The body stored under ``tag``, or None."""
+
+    def put(self, tag: str, body: bytes) -> None:
+        """Keep ``body`` under ``tag`` if there is room for it."""
 
 
 class ResponseCache:

@@ -9,6 +9,7 @@ failing on a request.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +38,21 @@ def _non_negative_int(raw: Any) -> int:
     value = int(raw)
     if value < 0:
         raise ValueError("must be a whole number of at least 0")
+    return value
+
+
+def _seconds(raw: Any) -> float:
+    """A number of seconds, decimals allowed: "2", "0.5"."""
+    value = float(raw)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a number of seconds of at least 0")
+    return int(value) if value.is_integer() else value
+
+
+def _positive_seconds(raw: Any) -> float:
+    value = _seconds(raw)
+    if value == 0:
+        raise ValueError("must be a number of seconds above 0")
     return value
 
 
@@ -157,13 +173,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DATABASE_REPLICA_URLS", (), _replica_urls,
             "PostgreSQL streaming replicas (URLs separated by commas) that serve list and "
             "single-comment reads; empty sends everything to DATABASE_URL."),
-    Setting("READ_YOUR_WRITES_SECONDS", 10, _non_negative_int,
+    Setting("READ_YOUR_WRITES_SECONDS", 10, _seconds,
             "After a user's write, that user's reads go to the primary for this many "
-            "seconds."),
-    Setting("REPLICA_MAX_LAG_SECONDS", 5, _positive_int,
-            "A replica further behind the primary than this is not read from."),
-    Setting("REPLICA_CHECK_SECONDS", 2, _positive_int,
-            "How often each process checks a replica's lag, or tries again one that failed."),
+            "seconds; 0 turns it off."),
+    Setting("REPLICA_MAX_LAG_SECONDS", 5, _positive_seconds,
+            "A replica further behind the primary than this many seconds is not read from."),
+    Setting("REPLICA_CHECK_SECONDS", 2, _positive_seconds,
+            "How often (seconds) each process checks a replica's lag, or tries again one "
+            "that failed."),
     Setting("RESPONSE_CACHE_URL", "", _redis_url,
             "redis://host:6379/0 keeps rendered list pages in Redis, shared by every worker "
             "and node; empty keeps them in each worker (RESPONSE_CACHE_MB)."),

@@ -51,6 +51,29 @@ def test_an_unreachable_replica_is_skipped_until_it_answers():
     assert router.usable == []
 
 
+def test_what_a_check_finds_is_logged_when_it_changes(caplog):
+    import logging
+
+    [one] = engines(1)
+    lags = [0.0, 9.0, 9.0, 0.0]
+    router = ReplicaRouter([one], max_lag=5, check_seconds=60,
+                           lag_of=lambda _engine: lags.pop(0))
+    caplog.set_level(logging.INFO, logger="commentsvc")
+    for _ in range(4):
+        router.check()
+    router.failed(one, RuntimeError("read failed"))
+    router.failed(one, RuntimeError("read failed"))  # a second thread's read: no news
+    router.lag_of = failing()
+    router.check()
+    router.check()
+    assert [r.getMessage().split(" ", 2)[2] for r in caplog.records] == [
+        "over 5 s behind the primary (9.0 s), not read from",
+        "usable",
+        "failed a read, reading from the primary: read failed",
+        "unreachable: connection refused",
+    ]
+
+
 def test_each_process_checks_in_the_background():
     [one] = engines(1)
     checked = []
@@ -91,13 +114,21 @@ def test_recent_writers_are_shared_through_redis(redis_url):
     assert 0 < ttl <= 10_000
 
 
-def test_when_redis_cannot_say_the_reader_goes_to_the_primary():
+def test_when_redis_cannot_say_the_reader_goes_to_the_primary(caplog):
+    import logging
+
     from test_health import closed_port
 
     client = redis.Redis.from_url(f"redis://127.0.0.1:{closed_port()}/0",
                                   socket_connect_timeout=0.2)
     writers = RecentWriters(10, client)
-    assert writers.wrote_recently(5)
+    caplog.set_level(logging.WARNING, logger="commentsvc")
+    writers.mark(4)
+    assert writers.wrote_recently(4) and writers.wrote_recently(5)
+    assert writers.wrote_recently(6)
+    # One warning, then Redis is left alone for a while (anyone signed in reads the primary).
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        "Redis of recent writers unavailable"]
 
 
 @pytest.mark.parametrize(("raw", "parsed"), [
@@ -111,10 +142,25 @@ def test_replica_urls_are_read_from_the_environment(raw, parsed):
     assert found == {"COMMENTSVC_DATABASE_REPLICA_URLS": parsed}
 
 
+def test_replica_settings_take_seconds_with_decimals():
+    found = settings.from_environment({"COMMENTSVC_REPLICA_CHECK_SECONDS": "0.5",
+                                       "COMMENTSVC_REPLICA_MAX_LAG_SECONDS": "3",
+                                       "COMMENTSVC_READ_YOUR_WRITES_SECONDS": "0"})
+    assert found == {"COMMENTSVC_REPLICA_CHECK_SECONDS": 0.5,
+                     "COMMENTSVC_REPLICA_MAX_LAG_SECONDS": 3,
+                     "COMMENTSVC_READ_YOUR_WRITES_SECONDS": 0}
+    values = settings.resolved({})
+    assert (values["DATABASE_REPLICA_URLS"], values["READ_YOUR_WRITES_SECONDS"],
+            values["REPLICA_MAX_LAG_SECONDS"], values["REPLICA_CHECK_SECONDS"],
+            values["RESPONSE_CACHE_URL"]) == ((), 10, 5, 2, "")
+
+
 @pytest.mark.parametrize(("name", "value"), [
     ("DATABASE_REPLICA_URLS", "sqlite:///replica.db"),
     ("COMMENTSVC_RESPONSE_CACHE_URL", "memcached://x"),
     ("COMMENTSVC_REPLICA_MAX_LAG_SECONDS", "0"),
+    ("COMMENTSVC_REPLICA_CHECK_SECONDS", "often"),
+    ("COMMENTSVC_REPLICA_CHECK_SECONDS", "inf"),
     ("COMMENTSVC_READ_YOUR_WRITES_SECONDS", "-1"),
 ])
 def test_bad_replica_and_cache_settings_are_refused(name, value):

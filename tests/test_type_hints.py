@@ -36,8 +36,8 @@ def public_functions() -> Iterator[tuple[str, Callable]]:
                 for attr, member in vars(value).items():
                     if isinstance(member, staticmethod | classmethod):
                         member = member.__func__
-                    if inspect.isfunction(member) and (attr == "__init__"
-                                                       or not attr.startswith("_")):
+                    if (inspect.isfunction(member) and member.__module__ == module.__name__
+                            and (attr == "__init__" or not attr.startswith("_"))):
                         yield f"{info.name}.{name}.{attr}", member
 
 
