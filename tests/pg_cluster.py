@@ -9,7 +9,7 @@ it keeps its port and data directory, as a restarted production server would.
         cluster.stop("fast")              # or "immediate": a crash, recovery on start
         cluster.start()
         with PgCluster(standby_of=cluster) as replica:   # a streaming replica of it
-            ...
+            replica.wait_for_replay(cluster.current_lsn())
 
 initdb refuses to run as root, so as root the server's programs run as the ``postgres``
 user, who then owns the directory.
@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -121,6 +122,40 @@ class PgCluster:
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def query(self, sql: str, params: tuple = (), database: str = "postgres"):
+        """The first row of ``sql`` (None for a statement without rows), in autocommit."""
+        import psycopg2
+
+        conn = psycopg2.connect(self.url(database), connect_timeout=5)
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cursor:
+                cursor.execute(sql, params)
+                return cursor.fetchone() if cursor.description else None
+        finally:
+            conn.close()
+
+    def current_lsn(self) -> str:
+        """Where this primary's WAL ends now (everything committed so far is before it)."""
+        return self.query("SELECT pg_current_wal_lsn()::text")[0]
+
+    def wait_for_replay(self, lsn: str, seconds: float = 30) -> None:
+        """Wait until this standby has replayed its primary's WAL up to ``lsn``."""
+        deadline = time.monotonic() + seconds
+        while not self.query("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,))[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the standby did not replay up to {lsn} in {seconds} s")
+            time.sleep(0.02)
+
+    def log_offset(self) -> int:
+        """The server log's size now: ``log_since`` it reads what was logged after."""
+        return self.log_file.stat().st_size if self.log_file.exists() else 0
+
+    def log_since(self, offset: int) -> str:
+        with open(self.log_file, "rb") as log:
+            log.seek(offset)
+            return log.read().decode("utf-8", "replace")
 
     def create_database(self, name: str) -> str:
         """Create a database (while running); its URL."""
