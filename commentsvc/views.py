@@ -170,6 +170,30 @@ def built_response(req: Request, conn: Connection, comments: CommentList,
     return RESPONDERS[answer.representation](body, headers=answer.headers)
 
 
+def list_response(req: Request, engine: Engine, comments: CommentList, page_size: int,
+                  options: dict, viewer: auth.Viewer | None, representation: str) -> Response:
+    """A list page read from ``engine`` (the primary's or a replica's).
+
+    A 304 or a cached page needs one read, the list's counter row (skipped when there is
+    neither a cache nor a tag to compare); only a page to build opens a snapshot in which
+    the count, the slice and the replies are read together.
+    """
+    if options["RESPONSE_CACHE"] is not None or req.if_none_match:
+        answer = page_answer(req, reader_for(engine).read(comments.key), page_size,
+                             options, viewer, representation)
+        response = known_response(req, answer, options)
+        if response is not None:
+            return response
+
+    def build(conn: Connection) -> Response:
+        answer = page_answer(req, store.state(conn, comments), page_size, options, viewer,
+                             representation)
+        return known_response(req, answer, options) or built_response(
+            req, conn, comments, answer, page_size, options)
+
+    return read_snapshot(engine, build)
+
+
 def json_headers(extra: dict[str, str] | None = None, allow: str = ALLOW) -> dict[str, str]:
     """The headers the JSON answer carries, as the browsable page lists them."""
     return {"Allow": allow, "Content-Type": "application/json", "Vary": "Accept",
@@ -180,38 +204,21 @@ class CommentListView(MethodView):
     """GET lists comments; POST adds one; OPTIONS describes the endpoint."""
 
     def get(self) -> Response:
-        """List comments newest first (ties by id), one page, with the p8n navigation.
-
-        A 304 or a cached page needs one read, the list's counter row (skipped when there
-        is neither a cache nor a tag to compare); only a page to build opens a snapshot in
-        which the count, the slice and the replies are read together.
-        """
+        """List comments newest first (ties by id), one page, with the p8n navigation:
+        from a replica when there are any (see replicas.reading), else from the primary."""
         req = request._get_current_object()  # read often: skip the proxy's lookup each time
         options = settings.current()
         comments, page_size = request_args.list_filters(
             req, options["QUERY_SCHEMA"], options["PAGE_SIZE"], options["MAX_PAGE_SIZE"])
         representation = negotiation.choose(req)
         viewer = viewer_of(req, options)
-
-        def answer_from(engine: Engine) -> Response:
-            if options["RESPONSE_CACHE"] is not None or req.if_none_match:
-                answer = page_answer(req, reader_for(engine).read(comments.key), page_size,
-                                     options, viewer, representation)
-                response = known_response(req, answer, options)
-                if response is not None:
-                    return response
-
-            def build(conn: Connection) -> Response:
-                answer = page_answer(req, store.state(conn, comments), page_size, options,
-                                     viewer, representation)
-                return known_response(req, answer, options) or built_response(
-                    req, conn, comments, answer, page_size, options)
-
-            return read_snapshot(engine, build)
-
-        if options["REPLICAS"] is None:
-            return answer_from(get_engine())
-        return replicas.reading(options, viewer.id if viewer else None, answer_from)
+        if options["REPLICAS"] is None:  # one database: nothing to choose
+            return list_response(req, get_engine(), comments, page_size, options, viewer,
+                                 representation)
+        return replicas.reading(
+            options, viewer.id if viewer else None,
+            lambda engine: list_response(req, engine, comments, page_size, options, viewer,
+                                         representation))
 
     def post(self) -> Response:
         """Add a comment (or a reply) as the signed-in user: 201 with it as lists show it.
