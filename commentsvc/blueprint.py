@@ -57,10 +57,15 @@ for command in cli.COMMANDS:
 
 def shared_redis(options: dict) -> redis.Redis | None:
     """The Redis that nodes share pages and recent writers through: the response cache's,
-    else the rate limit's when that is Redis; None keeps both in each process."""
-    for url in (options["RESPONSE_CACHE_URL"], options["RATE_LIMIT_STORAGE"]):
-        if url.startswith(("redis://", "rediss://")):
-            return redis_client(url)
+    else the rate limit's when that is a Redis server (``redis://``, ``rediss://``,
+    ``redis+unix://``); None keeps both in each process."""
+    if options["RESPONSE_CACHE_URL"]:
+        return redis_client(options["RESPONSE_CACHE_URL"])
+    storage = options["RATE_LIMIT_STORAGE"]
+    if storage.startswith(("redis://", "rediss://")):
+        return redis_client(storage)
+    if storage.startswith("redis+unix://"):  # the limits library's name for a socket
+        return redis_client("unix://" + storage[len("redis+unix://"):])
     return None
 
 

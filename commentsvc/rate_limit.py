@@ -40,7 +40,8 @@ class PostRateLimit:
         self._items = parse_many(rate) if rate else []
         options = ({"socket_timeout": REDIS_TIMEOUT_SECONDS,
                     "socket_connect_timeout": REDIS_TIMEOUT_SECONDS}
-                   if storage_uri.startswith(("redis://", "rediss://")) else {})
+                   if storage_uri.startswith(("redis://", "rediss://", "redis+unix://"))
+                   else {})
         self._limiter = MovingWindowRateLimiter(
             storage_from_string(storage_uri, wrap_exceptions=True, **options))
         self._fallback: MovingWindowRateLimiter | None = None  # made on the first failure

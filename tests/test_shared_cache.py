@@ -56,3 +56,12 @@ def test_a_redis_outage_is_a_miss_logged_once(app_factory, caplog):
     assert answers[0].data == answers[2].data
     warnings = [r for r in caplog.records if "response cache unavailable" in r.getMessage()]
     assert len(warnings) == 1  # then Redis is left alone for a while
+
+
+def test_a_socket_url_that_answers_nothing_is_a_miss_too(app_factory, tmp_path):
+    app = app_factory(COMMENTSVC_RESPONSE_CACHE_URL=f"unix://{tmp_path / 'no-redis.sock'}")
+    Community(app)
+    client = app.test_client()
+    answers = [client.get(URL) for _ in range(2)]
+    assert [answer.status_code for answer in answers] == [200, 200]
+    assert answers[0].data == answers[1].data
