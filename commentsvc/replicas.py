@@ -100,6 +100,9 @@ class ReplicaRouter:
             except sa_exc.DBAPIError as exc:
                 self._now(engine, "down", f"unreachable: {exc.orig}")
                 continue
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the checks go on
+                self._now(engine, "down", f"could not be checked: {exc!r}")
+                continue
             if lag <= self.max_lag:
                 usable.append(engine)
                 self._now(engine, "usable", "usable")

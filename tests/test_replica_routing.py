@@ -51,6 +51,19 @@ def test_an_unreachable_replica_is_skipped_until_it_answers():
     assert router.usable == []
 
 
+def test_a_check_that_fails_oddly_skips_that_replica_only():
+    one, two = engines(2)
+
+    def lag_of(engine):
+        if engine is one:
+            raise sa.exc.TimeoutError("QueuePool limit reached")
+        return 0.0
+
+    router = ReplicaRouter([one, two], max_lag=5, check_seconds=60, lag_of=lag_of)
+    router.check()  # and the checking thread would live on
+    assert router.usable == [two]
+
+
 def test_what_a_check_finds_is_logged_when_it_changes(caplog):
     import logging
 
