@@ -243,14 +243,14 @@ def table_rows(app) -> dict[str, list[tuple]]:
 REDIS_TEST_URL = os.environ.get("COMMENTSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
-def require_redis(url: str) -> None:
-    """Empty the Redis database at ``url``; skip without a Redis server, except in CI
-    (CI=true), where that fails."""
+def require_redis(url: str, empty: bool = True) -> None:
+    """Empty the Redis database at ``url`` (or only reach it); skip without a Redis server,
+    except in CI (CI=true), where that fails."""
     import redis
 
     client = redis.Redis.from_url(url, socket_connect_timeout=1)
     try:
-        client.flushdb()
+        client.flushdb() if empty else client.ping()
     except redis.RedisError as exc:
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(f"Redis is required in CI but unreachable: {exc}")
