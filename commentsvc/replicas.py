@@ -157,6 +157,7 @@ class RecentWriters:
         self._backoff = Backoff("Redis of recent writers")
 
     def mark(self, user_id: int) -> None:
+        """``user_id`` just wrote: here, and in Redis with the window as its lifetime."""
         if not self.window:
             return
         now = time.monotonic()
@@ -166,7 +167,8 @@ class RecentWriters:
                            if until > now}
         if self.client is not None and not self._backoff.resting:
             try:
-                self.client.set(f"{WROTE_KEY}{user_id}", b"1", px=int(self.window * 1000))
+                self.client.set(f"{WROTE_KEY}{user_id}", b"1",
+                                px=max(1, round(self.window * 1000)))
             except redis.RedisError as exc:
                 self._backoff.failed(exc)
 
