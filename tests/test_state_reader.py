@@ -84,3 +84,44 @@ def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents(pg_app):
 def test_positional_converts_the_named_parameter():
     assert state_reader.positional("WHERE k = :list_key", "pyformat") == "WHERE k = %s"
     assert state_reader.positional("WHERE k = :list_key", "qmark") == "WHERE k = ?"
+
+
+def reader_connection_sql(app, statement: str) -> None:
+    """Run ``statement`` on the reader's own kept connection (this thread's)."""
+    with app.app_context():
+        reader = state_reader.reader_for(db.get_engine())
+        with reader._connection().cursor() as cursor:
+            cursor.execute(statement)
+
+
+def test_postgresql_reads_use_a_prepared_statement(pg_app):
+    read_site(pg_app)
+    with pg_app.app_context():
+        reader = state_reader.reader_for(db.get_engine())
+        with reader._connection().cursor() as cursor:
+            cursor.execute("SELECT name FROM pg_prepared_statements")
+            names = [row[0] for row in cursor.fetchall()]
+    assert reader.uses_prepared and state_reader.PREPARED_NAME in names
+
+
+def test_a_lost_prepared_statement_switches_to_the_plain_read(pg_app, sample_records):
+    """As behind a pooler that hands the next statement to another server session."""
+    insert_records(pg_app, sample_records)
+    expected = read_site(pg_app)
+    reader_connection_sql(pg_app, f"DEALLOCATE {state_reader.PREPARED_NAME}")
+    assert read_site(pg_app) == expected  # answered by the fallback read
+    with pg_app.app_context():
+        assert not state_reader.reader_for(db.get_engine()).uses_prepared
+    assert read_site(pg_app) == expected
+
+
+def test_the_prepared_read_follows_a_recreated_schema(pg_app, sample_records):
+    read_site(pg_app)
+    with pg_app.app_context(), db.get_engine().begin() as conn:
+        db.drop_schema(conn)
+        db.create_schema(conn)
+    insert_records(pg_app, sample_records)
+    count = sum(r["type"] == "comment" for r in sample_records)
+    assert read_site(pg_app).count == count
+    with pg_app.app_context():  # the server planned it again on the new table
+        assert state_reader.reader_for(db.get_engine()).uses_prepared
