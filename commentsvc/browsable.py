@@ -138,6 +138,16 @@ def post_form(req: Request, viewer: Viewer | None, schema: Schema) -> dict[str, 
     }
 
 
+def kind_links(req: Request, content_types: tuple[str, ...]) -> list[dict[str, str]]:
+    """A link to each kind's whole list (the filter form names one target only, since an
+    empty object_id is refused), keeping the page size asked for."""
+    page_size = last(req, "page_size")
+    extra = {} if page_size is None else {"page_size": page_size}
+    return [{"content_type": kind,
+             "url": url_for(LIST_ENDPOINT, format="api", content_type=kind, **extra)}
+            for kind in content_types]
+
+
 def list_page(req: Request, data: dict[str, Any], *, page: int,
               json_headers: dict[str, str], viewer: Viewer | None,
               options: dict[str, Any], name: str, summary: str) -> bytes:
@@ -151,6 +161,7 @@ def list_page(req: Request, data: dict[str, Any], *, page: int,
         filters={name: last(req, name) or "" for name in ("content_type", "object_id",
                                                            "page_size")},
         content_types=options["CONTENT_TYPES"],
+        kind_links=kind_links(req, options["CONTENT_TYPES"]),
         filter_action=url_for(LIST_ENDPOINT),
         post=post_form(req, viewer, options["NEW_COMMENT_SCHEMA"]),
     )

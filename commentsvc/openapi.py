@@ -160,10 +160,12 @@ def _query_parameters(options: dict[str, Any],
     filters = plugin.converter.schema2parameters(ListQuerySchema, location="query")
     notes = {
         "content_type": "One kind of target, app_label.model_name. Alone: every target "
-                        "of that kind.",
-        "object_id": "One target's id; needs content_type.",
-        "page_size": f"Comments per page (default {options['PAGE_SIZE']}); larger "
-                     f"values are served {options['MAX_PAGE_SIZE']}.",
+                        "of that kind. Empty: 400.",
+        "object_id": "One target's id; needs content_type. Any integer (ASCII digits, "
+                     "optional minus, any length); one outside 1..2^63-1 names no target "
+                     "(200, an empty list). Empty: 400.",
+        "page_size": f"Comments per page (default {options['PAGE_SIZE']}); any larger "
+                     f"integer, whatever its length, is served {options['MAX_PAGE_SIZE']}.",
     }
     for parameter in filters:
         schema = parameter["schema"]
@@ -173,7 +175,6 @@ def _query_parameters(options: dict[str, Any],
         parameter["description"] = notes[parameter["name"]]
     by_name = {parameter["name"]: parameter for parameter in filters}
     by_name["content_type"]["schema"]["enum"] = sorted(options["CONTENT_TYPES"])
-    by_name["object_id"]["schema"].update(minimum=-INT64_MAX, maximum=INT64_MAX)
     by_name["page_size"]["schema"]["minimum"] = 1
     return [*filters, {
         "in": "query", "name": "page", "required": False,

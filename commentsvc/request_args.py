@@ -1,6 +1,8 @@
 """Reading a list request's query string the way the current service does.
 
-A repeated parameter counts by its last value; an empty one counts as missing.
+A repeated parameter counts by its last value. An empty one counts as missing, except
+for the filters ``content_type`` and ``object_id``: given empty they are refused (400),
+so a client that lost its id never gets the wider list.
 """
 
 from __future__ import annotations
@@ -25,10 +27,20 @@ def last(request: Request, name: str) -> str | None:
     return values[-1] if values and values[-1] != "" else None
 
 
+def last_given(request: Request, name: str) -> str | None:
+    """The parameter's last value, empty or not; None only when it is missing."""
+    values = request.args.getlist(name)
+    return values[-1] if values else None
+
+
 def list_filters(request: Request, schema: ListQuerySchema,
                  default_size: int, max_size: int) -> tuple[CommentList, int]:
-    """The list a request names and its page size; 400 with field messages if malformed."""
-    raw = tuple(last(request, name) for name in _FILTERS)
+    """The list a request names and its page size; 400 with field messages if malformed.
+
+    Any well-formed page size above ``max_size`` is served ``max_size``, whatever its length.
+    """
+    raw = (last_given(request, "content_type"), last_given(request, "object_id"),
+           last(request, "page_size"))
     return _loaded_filters(schema, raw, default_size, max_size)
 
 

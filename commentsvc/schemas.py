@@ -137,27 +137,69 @@ def check_content_type(value: str, content_types: tuple[str, ...]) -> None:
         raise ValidationError(f'Unknown content type "{value}". Allowed values: {allowed}.')
 
 
-class DigitsInteger(fields.Integer):
-    """An integer written in ASCII digits with an optional minus: no "1.0", "+1" or " 1"."""
+BLANK = "This field may not be blank."
+# What a list query's object_id becomes when the integer names no target (outside
+# 1..2**63-1): no comment has it (writes and imports take ids from 1 up), so its list is
+# empty, read like any other without a special case.
+NO_TARGET = 0
+
+
+def saturated(text: str) -> int:
+    """An ASCII integer's value, held within -2**63..2**63 so its length costs nothing.
+
+    >>> saturated("007"), saturated("-0"), saturated("9" * 30), saturated("-" + "9" * 30)
+    (7, 0, 9223372036854775808, -9223372036854775808)
+    """
+    digits = text.removeprefix("-").lstrip("0")
+    value = int(digits) if digits and len(digits) <= 19 else (2**63 if digits else 0)
+    value = min(value, 2**63)
+    return -value if text.startswith("-") else value
+
+
+class QueryInteger(fields.Integer):
+    """An integer of the list's query: ASCII digits with an optional minus, any length.
+
+    Leading zeros are allowed; a plus sign, white space, underscores, a decimal point and
+    non-ASCII digits are not (Python's int() takes all of those but the point). Its value
+    is ``saturated``; an empty value is blank, not missing.
+    """
+
+    default_error_messages = {"invalid": "Not a valid integer.", "blank": BLANK}
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, str) and not _INTEGER.fullmatch(value):
+        if value == "":
+            raise self.make_error("blank")
+        if not isinstance(value, str) or not _QUERY_INTEGER.fullmatch(value):
             raise self.make_error("invalid")
-        return super()._deserialize(value, attr, data, **kwargs)
+        return saturated(value)
 
 
+class ObjectId(QueryInteger):
+    """A target's id: an integer outside 1..2**63-1 names no target (``NO_TARGET``)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        number = super()._deserialize(value, attr, data, **kwargs)
+        return number if 1 <= number <= INT64_MAX else NO_TARGET
+
+
+_QUERY_INTEGER = re.compile(r"-?[0-9]+")
+# A write's integer as a string: the same digits, and within 64 bits.
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 
 
 class ListQuerySchema(Schema):
-    """The filters of GET /api/comments/; ``page`` and ``format`` are read elsewhere."""
+    """The filters of GET /api/comments/; ``page`` and ``format`` are read elsewhere.
+
+    A filter given empty is refused (400), never read as missing: a client that lost its
+    id must not get the wider list.
+    """
 
     class Meta:
         unknown = EXCLUDE
 
     content_type = fields.String(load_default=None)
-    object_id = DigitsInteger(load_default=None)
-    page_size = DigitsInteger(load_default=None)
+    object_id = ObjectId(load_default=None)
+    page_size = QueryInteger(load_default=None)
 
     def __init__(self, *, content_types: tuple[str, ...] = (), **kwargs):
         super().__init__(**kwargs)
@@ -165,13 +207,10 @@ class ListQuerySchema(Schema):
 
     @validates("content_type")
     def known_content_type(self, value: str | None, **_kwargs) -> None:
+        if value == "":
+            raise ValidationError(BLANK)
         if value is not None:
             check_content_type(value, self.content_types)
-
-    @validates("object_id")
-    def in_range(self, value: int | None, **_kwargs) -> None:
-        if value is not None and not -INT64_MAX <= value <= INT64_MAX:
-            raise ValidationError("Ensure this value fits in a 64-bit integer.")
 
     @validates_schema
     def object_needs_type(self, data: dict, **_kwargs) -> None:

@@ -73,8 +73,9 @@ def test_unknown_content_type_is_400_naming_the_allowed_values(client):
     assert "comics.comicpage" in message and "users.user" in message
 
 
-@pytest.mark.parametrize("value", ["abc", "1.0", "1e3", " 7", "+7", "٣",
-                                   "99999999999999999999"])
+# (An integer of any length is well formed: beyond 64 bits it names no target,
+# test_api_filters.)
+@pytest.mark.parametrize("value", ["abc", "1.0", "1e3", " 7", "+7", "٣"])
 def test_non_integer_object_id_is_400(client, value):
     response = client.get(URL, query_string={"content_type": "users.user", "object_id": value})
     assert response.status_code == 400

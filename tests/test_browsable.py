@@ -172,7 +172,26 @@ def test_the_filter_form_is_prefilled_and_keeps_format_api(small_pages):
     assert '<input type="hidden" name="format" value="api">' in form
     assert '<input type="hidden" name="page_size" value="2">' in form
     assert '<option value="comics.comicpage" selected>' in form
-    assert 'name="object_id" type="text" inputmode="numeric" size="8" value="100"' in form
+    assert ('name="object_id" type="text" inputmode="numeric" pattern="-?[0-9]+" required '
+            'size="8" value="100"') in form
+
+
+def test_the_filter_form_never_sends_an_empty_filter(small_pages):
+    """An empty content_type or object_id is a 400, so both fields are required and a whole
+    kind (or the whole site) is a link of its own, each answering the page."""
+    page = small_pages.get(URL + "?format=api&page_size=2").get_data(as_text=True)
+    form = page.split('<form class="filters"', 1)[1].split("</form>", 1)[0]
+    assert '<select id="filter-content_type" name="content_type" required>' in form
+    assert '<option value="">Choose…</option>' in form  # the placeholder a browser refuses
+    assert "pattern=\"-?[0-9]+\" required" in form
+    links = re.findall(r'<span class="kinds">(.*?)</span>', form)[0]
+    urls = [html.unescape(url) for url in re.findall(r'href="([^"]+)"', links)]
+    assert sorted(urls) == [
+        "/api/comments/?format=api&content_type=comics.comicpage&page_size=2",
+        "/api/comments/?format=api&content_type=users.user&page_size=2"]
+    for url in urls:
+        response = small_pages.get(url)
+        assert response.status_code == 200 and response.mimetype == "text/html"
 
 
 def test_the_preview_shows_each_comment_as_a_site_would(client, sample):

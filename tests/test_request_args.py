@@ -8,7 +8,7 @@ import pytest
 from commentsvc import request_args
 from commentsvc.errors import ValidationFailed
 from commentsvc.lists import CommentList
-from commentsvc.schemas import ListQuerySchema
+from commentsvc.schemas import NO_TARGET, ListQuerySchema
 
 
 class FakeRequest:
@@ -55,3 +55,34 @@ def test_page_size_is_clamped_and_defaulted():
     schema = ListQuerySchema()
     assert request_args.list_filters(FakeRequest(page_size="500"), schema, 10, 100)[1] == 100
     assert request_args.list_filters(FakeRequest(), schema, 10, 100)[1] == 10
+
+
+def test_page_size_clamps_whatever_its_length():
+    schema = ListQuerySchema()
+    for spelling in ("101", "9" * 19, "9" * 20, "9" * 5000, "0" * 50 + "101"):
+        assert request_args.list_filters(FakeRequest(page_size=spelling), schema, 10, 100)[1] \
+            == 100, spelling
+
+
+def test_empty_filters_are_given_not_missing():
+    request = FakeRequest(content_type="", object_id="", page="")
+    assert request_args.last_given(request, "content_type") == ""
+    assert request_args.last(request, "content_type") is None
+    assert request_args.last_given(request, "page_size") is None
+    with pytest.raises(ValidationFailed) as caught:
+        request_args.list_filters(request, ListQuerySchema(content_types=("users.user",)),
+                                  10, 100)
+    assert caught.value.detail == {"content_type": ["This field may not be blank."],
+                                   "object_id": ["This field may not be blank."]}
+
+
+@pytest.mark.parametrize(("spelling", "object_id"), [
+    ("17", 17), ("0017", 17), ("9223372036854775807", 2**63 - 1),
+    ("9223372036854775808", NO_TARGET), ("0", NO_TARGET), ("-0", NO_TARGET),
+    ("-9223372036854775808", NO_TARGET), ("1" * 25, NO_TARGET), ("9" * 5000, NO_TARGET),
+])
+def test_an_id_outside_1_to_2_63_is_the_list_of_no_target(spelling, object_id):
+    request = FakeRequest(content_type="users.user", object_id=spelling)
+    comments, _size = request_args.list_filters(
+        request, ListQuerySchema(content_types=("users.user",)), 10, 100)
+    assert comments == CommentList("users.user", object_id)
