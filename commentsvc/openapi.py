@@ -214,8 +214,9 @@ def _operations(options: dict[str, Any],
                        "IfNoneMatch"],
         "responses": {
             "200": _list_ok(),
-            "304": {"description": "The client's copy (If-None-Match) is current.",
-                    "headers": _header_refs("ETag", "Cache-Control", "Vary")},
+            "304": {"description": "The client's copy (If-None-Match) is current: the "
+                                   "200's headers but Content-Type, no body.",
+                    "headers": _header_refs("ETag", "Cache-Control", "Allow", "Vary")},
             "400": {"description": "Bad filters.", "content": _json(_FIELD_ERRORS_REF),
                     "headers": _header_refs("Allow", "Vary")},
             **bad_token,

@@ -37,6 +37,22 @@ PAGE_HEADERS = {
 NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 
+class APIResponse(Response):
+    """A response whose 304 keeps ``Allow``.
+
+    Werkzeug strips a 304 of RFC 2616's entity headers, ``Allow`` among them; RFC 9110
+    (section 15.4.5) wants a 304 to carry the headers its 200 would, and ``Allow`` says
+    what the resource allows, not what the representation is. ``Content-Type`` and
+    ``Content-Length`` stay off, as that section asks of representation metadata.
+    """
+
+    def get_wsgi_headers(self, environ):
+        headers = super().get_wsgi_headers(environ)
+        if self.status_code == 304 and "Allow" in self.headers and "Allow" not in headers:
+            headers["Allow"] = self.headers["Allow"]
+        return headers
+
+
 def allow_for(endpoint: str | None) -> str:
     """The Allow header of the resource an endpoint serves."""
     return ALLOW_BY_ENDPOINT.get(endpoint, ALLOW)
@@ -56,7 +72,7 @@ def encoded_response(body: bytes, status: int = 200,
                      headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
     """A response of an already encoded JSON body, with the headers every answer needs."""
     shared = {"Allow": allow, "Vary": "Accept", **NOSNIFF}
-    return Response(body, status=status, mimetype="application/json",
+    return APIResponse(body, status=status, mimetype="application/json",
                     headers={**shared, **headers} if headers else shared)
 
 
@@ -64,5 +80,5 @@ def html_response(body: bytes, status: int = 200,
                   headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
     """A browsable page (UTF-8 HTML) with the headers every answer needs and its policy."""
     shared = {"Allow": allow, "Vary": "Accept", **PAGE_HEADERS, **NOSNIFF}
-    return Response(body, status=status, mimetype="text/html",
+    return APIResponse(body, status=status, mimetype="text/html",
                     headers={**shared, **headers} if headers else shared)

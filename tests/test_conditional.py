@@ -84,3 +84,55 @@ def test_the_host_and_scheme_the_page_urls_name_are_part_of_the_tag(client, samp
     assert here.headers["ETag"] != there.headers["ETag"]
     again = client.get(URL + "&page_size=1", base_url=base_url)  # served from the cache
     assert again.get_json() == there.get_json()
+
+
+# What a 304 leaves out of its 200's headers (RFC 9110 section 15.4.5): the body's own
+# metadata, and what is new on every answer.
+NOT_ON_A_304 = {"Content-Type", "Content-Length", "X-Request-ID", "Date"}
+
+
+def headers_of(response) -> dict[str, str]:
+    return {name: value for name, value in response.headers.items()
+            if name not in NOT_ON_A_304}
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize(("url", "headers"), [
+    (URL, {}),
+    (URL + "&format=api", {}),
+    ("/api/comments/", {"Accept": "text/html"}),
+    ("/api/comments/?content_type=users.user&object_id=" + "9" * 30, {}),
+])
+def test_a_304_carries_every_header_its_200_would(client, sample, method, url, headers):
+    full = client.open(url, method=method, headers=headers)
+    assert full.status_code == 200
+    for condition in (full.headers["ETag"], "*"):
+        response = client.open(url, method=method, headers={**headers,
+                                                             "If-None-Match": condition})
+        assert response.status_code == 304 and response.data == b""
+        assert headers_of(response) == headers_of(full)
+        assert {"ETag", "Vary", "Cache-Control", "Allow"} <= set(response.headers.keys())
+        assert "Content-Type" not in response.headers
+
+
+def test_a_signed_in_304_carries_every_header_its_200_would(client, community):
+    signed_in = community.auth("ann")
+    full = client.get("/api/comments/", headers=signed_in)
+    response = client.get("/api/comments/", headers={**signed_in,
+                                                    "If-None-Match": full.headers["ETag"]})
+    assert response.status_code == 304
+    assert headers_of(response) == headers_of(full)
+    assert response.headers["Cache-Control"].startswith("private, ")
+
+
+def test_the_stylesheet_304_carries_what_its_200_does(client):
+    """The one other answer of the API with a validator: the browsable page's stylesheet
+    (one comment, the schema, health and metrics have no ETag, so never a 304)."""
+    with client.get("/api/static/browsable.css") as full:
+        tag = full.headers["ETag"]
+    with client.get("/api/static/browsable.css", headers={"If-None-Match": tag}) as response:
+        assert response.status_code == 304
+    for name in ("ETag", "Cache-Control", "X-Content-Type-Options"):
+        assert response.headers[name] == full.headers[name]
+    for path in ("/api/comments/100/", "/api/schema/", "/healthz"):
+        assert client.get(path, headers={"If-None-Match": "*"}).status_code != 304, path
