@@ -15,7 +15,7 @@ from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
-from . import request_log, settings
+from . import request_log, request_target, settings
 from .responses import allow_for, api_response
 
 log = logging.getLogger("commentsvc")
@@ -140,10 +140,13 @@ def _resource_endpoint() -> str | None:
 
 
 def install_error_handler(app: Flask, api_prefix: str) -> None:
-    """Answer routing errors (404, 405, 500) under ``api_prefix`` as JSON on this app.
+    """Answer routing errors (404, 405, 500) under ``api_prefix`` as JSON on this app, and
+    there refuse a malformed Host (400) or a path with an empty segment (404) before any
+    view runs (request_target).
 
     A handler the host registered earlier for HTTPException keeps serving its other paths.
     """
+    request_target.refuse_unanswerable(app, api_prefix)
     previous = app.error_handler_spec[None][None].get(HTTPException)
 
     def handle_http_error(exc: HTTPException):
