@@ -55,6 +55,11 @@ def test_a_valid_host_makes_the_page_urls(client, sample, host, base):
         base + "/api/comments/?content_type=users.user&object_id=17&page_size=1&page=2")
 
 
+def test_the_default_port_of_the_scheme_is_left_out(client, sample):
+    response = client.get(URL, base_url="https://example.com:443")
+    assert response.get_json()["p8n"]["next_url"].startswith("https://example.com/api/")
+
+
 @pytest.mark.parametrize(("method", "path", "allow"), [
     ("GET", "/api/comments/", ALLOW),
     ("HEAD", "/api/comments/", ALLOW),
