@@ -7,11 +7,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_mounting import make_host
+from werkzeug.sansio.utils import host_is_trusted
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
+from commentsvc.request_target import valid_host
 from conftest import table_rows
 from helpers import ALLOW, assert_error
+from hypothesis_profiles import examples
 
 URL = "/api/comments/?content_type=users.user&object_id=17&page_size=1"
 DETAIL_ALLOW = "GET, PATCH, DELETE, HEAD, OPTIONS"
@@ -185,3 +190,16 @@ def test_a_host_site_keeps_its_own_pages(host):
     assert client.get("/", headers={"Host": "a b"}).data == b"host home"
     assert client.get("/", environ_overrides={"PATH_INFO": "//elsewhere"}).data == \
         b"host says 404"
+
+
+HOST_TEXT = st.text(st.sampled_from("aZ09-._:[]@/ %\x00é"), max_size=24) | st.from_regex(
+    r"\[[0-9a-fA-F:.%]{0,20}\](:[0-9]{0,6})?|[a-z0-9.-]{1,20}(:[0-9]{0,6})?", fullmatch=True)
+
+
+@examples(500)
+@given(host=HOST_TEXT)
+def test_every_host_accepted_is_one_werkzeug_builds_urls_from(host):
+    """A host the check lets through never becomes Werkzeug's empty host (the broken
+    http:/// URLs); the converse need not hold (Werkzeug allows a..b or 999.1.1.1)."""
+    if valid_host(host):
+        assert host_is_trusted(host), host
