@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from functools import lru_cache
 
 from flask import Flask, request
 from werkzeug.exceptions import BadRequest, NotFound
@@ -32,6 +33,7 @@ _IPV6_CHARS = re.compile(r"[0-9A-Fa-f:.]+")
 _PORT = re.compile(r"[1-9][0-9]{0,4}")
 
 
+@lru_cache(maxsize=256)  # a service hears the same few hosts on nearly every request
 def valid_host(host: str) -> bool:
     """Whether ``host`` is ``name[:port]`` as the page URLs may repeat it.
 
@@ -98,17 +100,18 @@ def refuse_unanswerable(app: Flask, prefix: str) -> None:
     with the path Werkzeug routes (extra leading slashes dropped), so ``//api/comments/``
     is checked like ``/api/comments/``.
     """
-    prefixes: list[str] | None = app.extensions.get(_EXTENSION)
+    prefixes: tuple[str, ...] | None = app.extensions.get(_EXTENSION)
     if prefixes is not None:
         if prefix not in prefixes:
-            prefixes.append(prefix)
+            app.extensions[_EXTENSION] = (*prefixes, prefix)
         return
-    prefixes = app.extensions[_EXTENSION] = [prefix]
+    app.extensions[_EXTENSION] = (prefix,)
+    extensions = app.extensions
 
     def check() -> None:
         """Raise what the JSON error handler of the prefix answers: 400 or 404."""
         req = request._get_current_object()
-        if not req.path.startswith(tuple(prefixes)):
+        if not req.path.startswith(extensions[_EXTENSION]):
             return
         problem = host_problem(req)
         if problem is not None:
