@@ -16,7 +16,7 @@ import ipaddress
 import re
 from functools import lru_cache
 
-from flask import Flask, request
+from flask import Flask, Request, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 INVALID_HOST = "Invalid Host header."
@@ -77,7 +77,7 @@ def _valid_port(suffix: str) -> bool:
     return suffix[0] == ":" and _PORT.fullmatch(port) is not None and int(port) <= 65535
 
 
-def host_problem(req) -> str | None:
+def host_problem(req: Request) -> str | None:
     """Why this request's host cannot make a URL, or None when it can.
 
     Without a Host, an HTTP/1.0 request is given the server's own address (as WSGI and

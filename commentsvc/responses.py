@@ -8,10 +8,14 @@ document, health, readiness, metrics).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from flask import Response
+from werkzeug.datastructures import Headers
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIEnvironment
 
 ALLOW = "GET, POST, HEAD, OPTIONS"
 DETAIL_ALLOW = "GET, PATCH, DELETE, HEAD, OPTIONS"
@@ -46,7 +50,7 @@ class APIResponse(Response):
     ``Content-Length`` stay off, as that section asks of representation metadata.
     """
 
-    def get_wsgi_headers(self, environ):
+    def get_wsgi_headers(self, environ: WSGIEnvironment) -> Headers:
         headers = super().get_wsgi_headers(environ)
         if self.status_code == 304 and "Allow" in self.headers and "Allow" not in headers:
             headers["Allow"] = self.headers["Allow"]
