@@ -203,3 +203,13 @@ def test_every_host_accepted_is_one_werkzeug_builds_urls_from(host):
     http:/// URLs); the converse need not hold (Werkzeug allows a..b or 999.1.1.1)."""
     if valid_host(host):
         assert host_is_trusted(host), host
+
+
+def test_the_worked_examples_hold():
+    import doctest
+
+    from commentsvc import request_target, schemas
+
+    for module in (request_target, schemas):
+        result = doctest.testmod(module)
+        assert result.attempted and not result.failed, module.__name__
