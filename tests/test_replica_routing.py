@@ -17,7 +17,9 @@ from conftest import Community
 
 
 def engines(count: int) -> list[sa.engine.Engine]:
-    return [sa.create_engine(f"sqlite:///file{n}?mode=memory") for n in range(count)]
+    """Distinct engines that are never connected (each test fakes the lag check)."""
+    return [sa.create_engine(f"sqlite:///file:replica{n}?mode=memory&uri=true",
+                             poolclass=sa.pool.StaticPool) for n in range(count)]
 
 
 def failing(exc_type=sa.exc.OperationalError):
