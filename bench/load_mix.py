@@ -37,6 +37,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from commentsvc.database_urls import normalise_url  # noqa: E402
+
 BIN = Path(sys.executable).parent
 LIST = "/api/comments/"
 PAGE_SIZES = (5, 10, 25)
@@ -163,7 +166,7 @@ def prepare(database_url: str, comments: int = 2000, targets: int = 30,
 
     flask("init-db")
     flask("seed", "--comments", str(comments), "--targets", str(targets), "--seed", "7")
-    engine = sa.create_engine(database_url)
+    engine = sa.create_engine(normalise_url(database_url))
     try:
         with engine.connect() as conn:
             users = [row[0] for row in conn.execute(sa.text(
@@ -346,7 +349,7 @@ def verify(base: str, database_url: str, load: Load) -> dict:
     created = {p.id: p for p in load.posts if p.answer.status == 201}
     refused = [p for p in load.posts if p.answer.status != 201]
     checks = Counter()
-    engine = sa.create_engine(database_url)
+    engine = sa.create_engine(normalise_url(database_url))
     try:
         with engine.connect() as conn:
             rows = {r.body.split(" ")[0]: r for r in conn.execute(sa.text(
@@ -419,7 +422,7 @@ def main() -> int:
     args = parser.parse_args()
 
     name = f"commentsvc_soak_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(args.admin_url, isolation_level="AUTOCOMMIT")
+    admin = sa.create_engine(normalise_url(args.admin_url), isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     url = admin.url.set(database=name).render_as_string(hide_password=False)

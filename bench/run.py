@@ -29,8 +29,12 @@ from pathlib import Path
 import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from commentsvc.database_urls import normalise_url  # noqa: E402
+
 BIN = Path(sys.executable).parent
-ADMIN_URL = os.environ.get("BENCH_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+ADMIN_URL = normalise_url(os.environ.get("BENCH_ADMIN_URL",
+                                         "postgresql://postgres@127.0.0.1:5432/postgres"))
 DATABASES = ("commentsvc_bench", "commentsvc_bench_import", "commentsvc_bench_replies")
 
 

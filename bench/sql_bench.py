@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from commentsvc import pagination  # noqa: E402
+from commentsvc.database_urls import normalise_url  # noqa: E402
 from commentsvc.lists import CommentList  # noqa: E402
 from commentsvc.queries import listing  # noqa: E402
 
@@ -156,7 +157,7 @@ def main() -> int:
     if not url.startswith("postgresql"):
         print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
         return 2
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(normalise_url(url))
     with engine.connect() as conn:
         kind = conn.execute(BIGGEST_KIND).scalar_one()
         _, target_type, target_id = conn.execute(BIGGEST_TARGET).scalar_one().rsplit(":", 2)

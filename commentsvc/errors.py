@@ -72,6 +72,13 @@ class TooLarge(APIError):
     default_detail = "The request body is too large."
 
 
+class LengthRequired(APIError):
+    """A body sent without a length that the WSGI server does not end for the app."""
+
+    status = 411
+    default_detail = "A request body needs a Content-Length header here."
+
+
 class UnsupportedMediaType(APIError):
     status = 415
 

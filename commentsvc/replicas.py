@@ -199,7 +199,6 @@ def set_up(options: dict[str, Any], redis_client: redis.Redis | None) -> None:
         return
     engines = []
     for url in urls:
-        url = "postgresql" + url[len("postgres"):] if url.startswith("postgres://") else url
         engine = create_engine(url, **engine_options(
             url, options["DB_CONNECT_TIMEOUT"], options["STATEMENT_TIMEOUT_MS"],
             options["POOL_PRE_PING"]))

@@ -20,6 +20,8 @@ from limits import parse_many
 from limits.storage import storage_from_string
 from werkzeug.utils import import_string
 
+from .database_urls import is_postgres, normalise_url
+
 PREFIX = "COMMENTSVC_"
 
 
@@ -95,10 +97,6 @@ def _path(raw: Any) -> str:
     return value
 
 
-def _text(raw: Any) -> str:
-    return str(raw)
-
-
 def _rate(raw: Any) -> str:
     """A rate such as "10/minute" or "5 per 30 seconds" (the limits library's notation);
     empty turns the limit off."""
@@ -120,13 +118,22 @@ def _storage_uri(raw: Any) -> str:
     return value
 
 
+def _database_url(raw: Any) -> str:
+    """A supported database URL with its driver named (database_urls); empty is SQLite."""
+    value = str(raw).strip()
+    return normalise_url(value) if value else ""
+
+
 def _replica_urls(raw: Any) -> tuple[str, ...]:
-    """PostgreSQL URLs separated by commas or white space; empty means no replicas."""
+    """PostgreSQL URLs separated by commas or white space, each with its driver named;
+    empty means no replicas."""
     urls = raw.replace(",", " ").split() if isinstance(raw, str) else list(raw)
-    for url in urls:
-        if not str(url).startswith(("postgresql://", "postgresql+psycopg2://", "postgres://")):
-            raise ValueError(f"{url!r} is not a PostgreSQL URL (postgresql://...)")
-    return tuple(str(url) for url in urls)
+    named = tuple(normalise_url(str(url)) for url in urls)
+    for url in named:
+        if not is_postgres(url):
+            raise ValueError("a replica must be a PostgreSQL URL: postgresql://..., "
+                             "postgres://... or postgresql+psycopg2://...")
+    return named
 
 
 def _redis_url(raw: Any) -> str:
@@ -168,8 +175,10 @@ class Setting:
 UNPREFIXED = ("DATABASE_URL", "DATABASE_REPLICA_URLS")
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("DATABASE_URL", "", _text,
-            "SQLAlchemy URL of the database; empty means SQLite in instance/commentsvc.sqlite3."),
+    Setting("DATABASE_URL", "", _database_url,
+            "SQLAlchemy URL of the database; empty means SQLite in instance/commentsvc.sqlite3. "
+            "postgresql:// and postgres:// mean the psycopg2 driver (postgresql+psycopg2://); "
+            "any other database or driver stops the service at start-up."),
     Setting("DATABASE_REPLICA_URLS", (), _replica_urls,
             "PostgreSQL streaming replicas (URLs separated by commas) that serve list and "
             "single-comment reads; empty sends everything to DATABASE_URL."),

@@ -17,9 +17,12 @@ from flask_sqlalchemy import SQLAlchemy
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import comments_api, request_log, settings
+from .database_urls import normalise_url
 from .db import engine_options, prepare_engine
 from .errors import install_error_handler
 from .ops import ops_api
+
+__all__ = ["cli", "create_app", "db", "normalise_url"]
 
 db = SQLAlchemy()
 
@@ -32,9 +35,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.update(config)
     os.makedirs(app.instance_path, exist_ok=True)
 
-    url = normalise_url(config.get("COMMENTSVC_DATABASE_URL")
+    values = settings.resolved(config)  # a database URL it cannot use stops it here
+    url = normalise_url(values["DATABASE_URL"]
                         or f"sqlite:///{os.path.join(app.instance_path, 'commentsvc.sqlite3')}")
-    values = settings.resolved(config)
     app.config["SQLALCHEMY_DATABASE_URI"] = url
     app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(
         url, values["DB_CONNECT_TIMEOUT"], values["STATEMENT_TIMEOUT_MS"],
@@ -52,13 +55,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)
     return app
-
-
-def normalise_url(url: str) -> str:
-    """Accept the common postgres:// spelling; SQLAlchemy wants postgresql://."""
-    if url.startswith("postgres://"):
-        return "postgresql://" + url[len("postgres://"):]
-    return url
 
 
 cli = FlaskGroup(

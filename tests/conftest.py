@@ -19,9 +19,10 @@ import sqlalchemy as sa
 import hypothesis_profiles  # noqa: F401  (registers and loads the profiles)
 from app import create_app
 from commentsvc import db, store
+from commentsvc.database_urls import normalise_url
 
-ADMIN_URL = os.environ.get("COMMENTSVC_TEST_POSTGRES_URL",
-                           "postgresql://postgres@127.0.0.1:5432/postgres")
+ADMIN_URL = normalise_url(os.environ.get("COMMENTSVC_TEST_POSTGRES_URL",
+                                        "postgresql://postgres@127.0.0.1:5432/postgres"))
 REQUIRE_POSTGRES = os.environ.get("COMMENTSVC_REQUIRE_POSTGRES") == "1"
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sample.ndjson"
 SAMPLE_COPY = Path(__file__).resolve().parent / "data" / "sample.ndjson"

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from commentsvc.database_urls import normalise_url
+
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
@@ -121,13 +123,18 @@ class PgCluster:
         self.running = False
 
     def url(self, database: str = "postgres") -> str:
+        """The SQLAlchemy URL of ``database`` (its driver named, as the service names it)."""
+        return normalise_url(self.libpq_url(database))
+
+    def libpq_url(self, database: str = "postgres") -> str:
+        """The URL as libpq (psycopg2.connect, psql) reads it."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def query(self, sql: str, params: tuple = (), database: str = "postgres"):
         """The first row of ``sql`` (None for a statement without rows), in autocommit."""
         import psycopg2
 
-        conn = psycopg2.connect(self.url(database), connect_timeout=5)
+        conn = psycopg2.connect(self.libpq_url(database), connect_timeout=5)
         try:
             conn.autocommit = True
             with conn.cursor() as cursor:

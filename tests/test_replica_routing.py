@@ -17,7 +17,9 @@ from conftest import Community
 
 
 def engines(count: int) -> list[sa.engine.Engine]:
-    return [sa.create_engine(f"sqlite:///file{n}?mode=memory") for n in range(count)]
+    """Distinct engines that are never connected (each test fakes the lag check)."""
+    return [sa.create_engine(f"sqlite:///file:replica{n}?mode=memory&uri=true",
+                             poolclass=sa.pool.StaticPool) for n in range(count)]
 
 
 def failing(exc_type=sa.exc.OperationalError):
@@ -146,9 +148,10 @@ def test_when_redis_cannot_say_the_reader_goes_to_the_primary(caplog):
 
 @pytest.mark.parametrize(("raw", "parsed"), [
     ("", ()),
-    ("postgresql://r1/db", ("postgresql://r1/db",)),
-    ("postgresql://r1/db, postgres://r2/db\npostgresql://r3/db",
-     ("postgresql://r1/db", "postgres://r2/db", "postgresql://r3/db")),
+    ("postgresql://r1/db", ("postgresql+psycopg2://r1/db",)),
+    ("postgresql://r1/db, postgres://r2/db\npostgresql+psycopg2://r3/db",
+     ("postgresql+psycopg2://r1/db", "postgresql+psycopg2://r2/db",
+      "postgresql+psycopg2://r3/db")),
 ])
 def test_replica_urls_are_read_from_the_environment(raw, parsed):
     found = settings.from_environment({"DATABASE_REPLICA_URLS": raw})
@@ -170,6 +173,7 @@ def test_replica_settings_take_seconds_with_decimals():
 
 @pytest.mark.parametrize(("name", "value"), [
     ("DATABASE_REPLICA_URLS", "sqlite:///replica.db"),
+    ("DATABASE_REPLICA_URLS", "postgresql+psycopg://r1/db"),
     ("COMMENTSVC_RESPONSE_CACHE_URL", "memcached://x"),
     ("COMMENTSVC_REPLICA_MAX_LAG_SECONDS", "0"),
     ("COMMENTSVC_REPLICA_CHECK_SECONDS", "often"),

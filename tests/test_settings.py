@@ -29,7 +29,7 @@ def test_environment_values_are_parsed():
         "COMMENTSVC_PAGE_SIZE": 25,
         "COMMENTSVC_CONTENT_TYPES": ("users.user", "blog.post"),
         "COMMENTSVC_TIME_ZONE": "Europe/Paris",
-        "COMMENTSVC_DATABASE_URL": "postgresql://db/comments",
+        "COMMENTSVC_DATABASE_URL": "postgresql+psycopg2://db/comments",
     }
 
 

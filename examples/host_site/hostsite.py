@@ -25,6 +25,7 @@ from werkzeug.wrappers import Response
 
 from commentsvc import comments_api
 from commentsvc import db as comments_db
+from commentsvc.database_urls import normalise_url
 
 db = SQLAlchemy()
 
@@ -81,6 +82,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         COMMENTSVC_PAGE_SIZE=20,
     )
     app.config.update(test_config or {})
+    # The site's own URL follows the service's rule: postgresql:// means psycopg2.
+    app.config["SQLALCHEMY_DATABASE_URI"] = normalise_url(app.config["SQLALCHEMY_DATABASE_URI"])
     db.init_app(app)
 
     @app.get("/")
