@@ -16,6 +16,7 @@ import ctypes.util
 import os
 import signal
 import sys
+from typing import Any
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -37,6 +38,7 @@ def end_with_parent(signum: int, parent_pid: int) -> bool:
     return True
 
 
-def post_fork(server, worker) -> None:
-    """gunicorn hook: the worker is killed as soon as its master dies."""
+def post_fork(server: Any, worker: Any) -> None:
+    """gunicorn hook (the arbiter and the new worker): the worker is killed as soon as its
+    master dies."""
     end_with_parent(signal.SIGKILL, server.pid)
