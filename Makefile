@@ -1,4 +1,5 @@
 # make run: serve demo data on http://127.0.0.1:8000/  ·  make test: the whole suite
+# make serve: the same behind nginx, as in production (README: Production)
 VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
@@ -7,7 +8,7 @@ WORKERS ?= 2
 DEMO_COMMENTS ?= 2000
 DEMO_TARGETS ?= 40
 
-.PHONY: install run test lint bench bench-full soak clean-demo
+.PHONY: install run serve test lint bench bench-full soak clean-demo
 
 $(BIN)/.installed: requirements.txt
 	python3 -m venv $(VENV)
@@ -22,6 +23,12 @@ run: install
 	$(BIN)/flask --app app seed --if-empty --comments $(DEMO_COMMENTS) --targets $(DEMO_TARGETS) --seed 1
 	@echo "Serving comments at http://$(HOST):$(PORT)/api/comments/"
 	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) --access-logfile - wsgi:app
+
+# Production: nginx (buffering, slow-client timeouts, JSON errors) in front of gunicorn
+# on a private unix socket, both stopped together (commentsvc/serving.py).
+serve: install
+	$(BIN)/flask --app app init-db
+	$(BIN)/python -m commentsvc.serving --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
 test: install
 	$(BIN)/python -m pytest

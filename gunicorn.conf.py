@@ -11,3 +11,11 @@ worker_class = "sync"
 timeout = 30
 graceful_timeout = 30
 keepalive = 2
+
+# Forwarded headers count only when COMMENTSVC_TRUSTED_PROXIES says so (the app decides);
+# gunicorn's own default would trust X-Forwarded-Proto from any loopback client.
+forwarded_allow_ips = ""
+
+# A worker dies with its master (prctl PDEATHSIG), so a master killed with SIGKILL leaves
+# no worker holding the port and a supervisor's restart can bind it at once.
+from commentsvc.parent_death import post_fork  # noqa: E402, F401

@@ -14,13 +14,13 @@ from typing import Any
 from flask import Flask
 from flask.cli import FlaskGroup
 from flask_sqlalchemy import SQLAlchemy
-from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import comments_api, request_log, settings
+from . import comments_api, forwarding, request_log, settings
 from .database_urls import normalise_url
 from .db import engine_options, prepare_engine
 from .errors import install_error_handler
 from .ops import ops_api
+from .serving import serve_command
 
 __all__ = ["cli", "create_app", "db", "normalise_url"]
 
@@ -51,9 +51,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(ops_api)
     request_log.observe(app, "/")
     install_error_handler(app, "/")  # the whole app is the service: every error is JSON
-    proxies = app.extensions["commentsvc"]["TRUSTED_PROXIES"]
-    if proxies:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)
+    # X-Forwarded-* count only from trusted proxies, whatever the WSGI server believes.
+    app.wsgi_app = forwarding.trusting(app.wsgi_app,
+                                       app.extensions["commentsvc"]["TRUSTED_PROXIES"])
     return app
 
 
@@ -61,3 +61,4 @@ cli = FlaskGroup(
     name="commentsvc", create_app=create_app,
     help="Run the comment service's commands on the standalone app (DATABASE_URL and the "
          "COMMENTSVC_* variables configure it), like `flask --app app ...` in a checkout.")
+cli.add_command(serve_command)  # production: nginx in front of gunicorn (commentsvc.serving)

@@ -1,0 +1,109 @@
+"""The nginx front server's configuration, rendered from nginx.conf.j2 for one start.
+
+nginx stands in front of gunicorn so that a slow client costs an nginx connection instead
+of a gunicorn worker: it reads headers and bodies completely (within a few seconds) before
+passing a request on, and takes each answer at once. Its body limit is the app's own
+COMMENTSVC_MAX_REQUEST_BYTES, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+TEMPLATE = "nginx.conf.j2"
+# Seconds a client may take for its headers, and between two reads of its body.
+CLIENT_TIMEOUT_SECONDS = 5
+# Body bytes kept in memory per request; a larger allowed body goes to a temporary file.
+MAX_BODY_BUFFER_BYTES = 65536
+# What nginx answers itself: status and detail. 494 is nginx's own code for headers too
+# large; the client gets the standard 431 for it.
+ERRORS = (
+    (400, "Bad request."),
+    (408, "The request was not received in time."),
+    (413, "The request body is too large."),
+    (414, "The request URI is too long."),
+    (494, "The request headers are too large."),
+    (500, "A server error occurred."),
+    (502, "The service is unavailable. Try again shortly."),
+    (504, "The service did not answer in time."),
+)
+
+
+@dataclass(frozen=True)
+class FrontConfig:
+    """What one nginx start needs: where it listens, where gunicorn is, the body limit."""
+
+    host: str
+    port: int
+    socket: Path
+    max_body_bytes: int
+    nginx_workers: int = 1
+    worker_connections: int = 1024
+    app_timeout_seconds: int = 35  # just over gunicorn's timeout: its own verdict comes first
+    shutdown_seconds: int = 35
+
+    @property
+    def listen(self) -> str:
+        """host:port as nginx spells it ([::1]:8000 for IPv6)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def worker_user() -> str | None:
+    """The user nginx's workers run as when it starts as root (else it keeps its own)."""
+    if os.geteuid() != 0:
+        return None
+    nobody = pwd.getpwnam("nobody")
+    return f"nobody {grp.getgrgid(nobody.pw_gid).gr_name}"
+
+
+def render(config: FrontConfig) -> str:
+    """The nginx.conf text for ``config``."""
+    environment = Environment(loader=FileSystemLoader(Path(__file__).parent),
+                              undefined=StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    return environment.get_template(TEMPLATE).render(
+        user=worker_user(), nginx_workers=config.nginx_workers,
+        worker_connections=config.worker_connections, error_log_level="warn",
+        shutdown_seconds=config.shutdown_seconds,
+        client_timeout_seconds=CLIENT_TIMEOUT_SECONDS,
+        send_timeout_seconds=2 * CLIENT_TIMEOUT_SECONDS,
+        keepalive_seconds=3 * CLIENT_TIMEOUT_SECONDS,
+        max_body_bytes=config.max_body_bytes,
+        body_buffer_bytes=min(config.max_body_bytes, MAX_BODY_BUFFER_BYTES),
+        socket=config.socket, listen=config.listen,
+        app_timeout_seconds=config.app_timeout_seconds, errors=ERRORS)
+
+
+def prepare_runtime_dir(runtime_dir: Path, config: FrontConfig) -> Path:
+    """Write nginx.conf and the temporary-file directories into ``runtime_dir``."""
+    (runtime_dir / "tmp").mkdir(parents=True, exist_ok=True)
+    conf = runtime_dir / "nginx.conf"
+    conf.write_text(render(config), encoding="utf-8")
+    user = worker_user()
+    if user is not None:  # as root, nginx's workers are nobody: they need the directory
+        closed = [str(parent) for parent in runtime_dir.resolve().parents
+                  if not os.stat(parent).st_mode & stat.S_IXOTH]
+        if closed:
+            raise ValueError(f"nginx's workers (user nobody) cannot reach {runtime_dir}: "
+                             f"{', '.join(closed)} is not searchable by others")
+        nobody = pwd.getpwnam(user.split()[0])
+        for path in (runtime_dir, runtime_dir / "tmp"):
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    return conf
+
+
+def find_nginx() -> str | None:
+    """The nginx program: on PATH, or where Debian puts it."""
+    for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None

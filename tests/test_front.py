@@ -1,0 +1,234 @@
+"""The production stack (`commentsvc serve`: nginx in front of gunicorn) against slow and
+malformed clients, on each database: slow clients never reach the app, errors answered in
+front are JSON, and a client's forwarded headers are replaced by nginx's own.
+
+Each stack is real: nginx and gunicorn processes on a free loopback port. Without nginx
+these tests skip, except in CI (CI=true, set by .ci/run, which installs it), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bench.load_mix import free_port
+from bench.slow_clients import Probe, Serve, Trickle
+from commentsvc import db, demo, front
+from conftest import make_app
+
+MAX_REQUEST_BYTES = 4096
+SLACK_SECONDS = 3  # beyond nginx's client timeout, for a loaded machine
+
+
+def require_nginx() -> str:
+    found = front.find_nginx()
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI needs nginx (apt-get install nginx)")
+        pytest.skip("nginx is not installed")
+    return found
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def stack(request, tmp_path_factory):
+    """The stack serving 30 demo comments on a fresh database of each kind."""
+    require_nginx()
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('front') / 'front.sqlite3'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    app = make_app(url)
+    with app.app_context():
+        with db.writing(db.get_engine()) as conn:
+            demo.seed(conn, comments=30, targets=1, seed=1, progress=False)
+        db.get_engine().dispose()
+    with Serve(url, env={"COMMENTSVC_MAX_REQUEST_BYTES": str(MAX_REQUEST_BYTES)}) as served:
+        yield served
+
+
+def exchange(port: int, data: bytes, timeout: float = 15) -> tuple[bytes, float]:
+    """Send raw bytes, read until the server closes; what came back and when it closed."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except ConnectionResetError:
+            pass
+    return received, time.monotonic() - started
+
+
+def parse(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split(" ")[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+def app_requests(served: Serve) -> list[dict]:
+    """The request log lines the app wrote so far (one JSON object per request)."""
+    lines = [line for line in served.output().splitlines() if line.startswith('{"time"')]
+    return [json.loads(line) for line in lines]
+
+
+def test_slow_clients_leave_other_clients_and_healthz_served(stack):
+    attackers = [Trickle(stack.port, "headers", 15).start(),
+                 Trickle(stack.port, "body", 15).start()]
+    try:
+        time.sleep(1)  # 30 connections held, more than gunicorn's 2 workers
+        normal = Probe(stack.base, "/api/comments/?page_size=10", pause=0.1, timeout=10)
+        health = Probe(stack.base, "/healthz", pause=0.5, timeout=10)
+        normal.start(), health.start()
+        time.sleep(8)
+        normal.stop(), health.stop()
+    finally:
+        for attacker in attackers:
+            attacker.stop()
+    assert len(normal.answers) >= 10 and len(health.answers) >= 5
+    assert {status for status, _elapsed in normal.answers} == {200}
+    assert {status for status, _elapsed in health.answers} == {200}
+    assert max(elapsed for _status, elapsed in health.answers) < 1
+
+
+STALLED = {
+    "short body": b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{}",
+    "stalled chunks": b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      b"5\r\n{\"a\":",
+    "unfinished headers": b"GET /healthz HTTP/1.1\r\nHost: x\r\n",
+}
+
+
+def test_stalled_requests_are_closed_in_front_within_seconds(stack):
+    before = len(app_requests(stack))
+    with ThreadPoolExecutor(len(STALLED)) as pool:  # side by side: one timeout's wait
+        outcomes = dict(zip(STALLED, pool.map(lambda data: exchange(stack.port, data),
+                                              STALLED.values()), strict=True))
+    for name, (received, elapsed) in outcomes.items():
+        # nginx records a 408 and closes the connection without writing an answer;
+        # what matters is that it happens in seconds, in front of the app.
+        assert received == b"", name
+        assert (front.CLIENT_TIMEOUT_SECONDS - 1 < elapsed
+                < front.CLIENT_TIMEOUT_SECONDS + SLACK_SECONDS), name
+    assert len(app_requests(stack)) == before
+
+
+@pytest.mark.parametrize(("request_bytes", "status", "detail"), [
+    (b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % (MAX_REQUEST_BYTES + 1)
+     + b"x" * (MAX_REQUEST_BYTES + 1), 413, "The request body is too large."),
+    (b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+     + b"%x\r\n" % (MAX_REQUEST_BYTES + 1) + b"x" * (MAX_REQUEST_BYTES + 1) + b"\r\n0\r\n\r\n",
+     413, "The request body is too large."),
+    (b"GET /api/comments/?" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+     414, "The request URI is too long."),
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\nCookie: " + b"c" * 9000 + b"\r\n\r\n",
+     431, "The request headers are too large."),
+    (b"NOT AN HTTP REQUEST\r\n\r\n", 400, "Bad request."),
+    (b"GET /api/comments/ HTTP/1.1\r\n\r\n", 400, "Bad request."),  # HTTP/1.1 without Host
+], ids=["413-length", "413-chunked", "414", "431", "400-request-line", "400-no-host"])
+def test_errors_answered_in_front_are_json(stack, request_bytes, status, detail):
+    before = len(app_requests(stack))
+    received, _elapsed = exchange(stack.port, request_bytes)
+    got, headers, body = parse(received)
+    assert got == status
+    assert headers["content-type"] == "application/json"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert json.loads(body) == {"detail": detail}
+    assert len(app_requests(stack)) == before
+
+
+def test_a_body_at_the_apps_limit_reaches_the_app(stack):
+    body = b'{"body": "' + b"x" * (MAX_REQUEST_BYTES - 12) + b'"}'
+    assert len(body) == MAX_REQUEST_BYTES
+    received, _elapsed = exchange(stack.port, (
+        b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)) + body)
+    status, headers, _body = parse(received)
+    assert status == 401  # the app's own answer: nobody is signed in
+    assert "x-request-id" in headers
+
+
+def test_forwarded_headers_are_nginxs_never_the_clients(stack):
+    received, _elapsed = exchange(stack.port, (
+        b"GET /api/comments/?page_size=5 HTTP/1.1\r\nHost: comics.example:8080\r\n"
+        b"X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\n"
+        b"X-Forwarded-For: 203.0.113.9\r\nForwarded: proto=https;host=evil.example\r\n"
+        b"Connection: close\r\n\r\n"))
+    status, _headers, body = parse(received)
+    assert status == 200
+    page = json.loads(body)["p8n"]
+    assert page["next_url"] == "http://comics.example:8080/api/comments/?page_size=5&page=2"
+    assert app_requests(stack)[-1]["remote_addr"] == "127.0.0.1"
+
+
+@pytest.fixture
+def nginx_alone():
+    """nginx with the stack's configuration but no gunicorn behind it (or one that never
+    answers, when the test opens the socket): start(app_timeout) -> its port and socket."""
+    program = require_nginx()
+    parent = Path(tempfile.mkdtemp(prefix="commentsvc-front-test-"))
+    parent.chmod(0o711)  # as root, nginx's workers (nobody) go through it to the socket
+    runtime = parent / "run"
+    runtime.mkdir()
+    started: list[subprocess.Popen] = []
+
+    def start(app_timeout: int = 35) -> tuple[str, Path]:
+        port = free_port()
+        config = front.FrontConfig(host="127.0.0.1", port=port, socket=runtime / "app.sock",
+                                   max_body_bytes=MAX_REQUEST_BYTES,
+                                   app_timeout_seconds=app_timeout)
+        conf = front.prepare_runtime_dir(runtime, config)
+        started.append(subprocess.Popen([program, "-e", "stderr", "-p", f"{runtime}/",
+                                         "-c", str(conf)], stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return port, runtime / "app.sock"
+            except OSError:
+                assert time.monotonic() < deadline, "nginx did not start"
+                time.sleep(0.1)
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_gunicorn_down_is_a_json_502(nginx_alone):
+    port, _socket = nginx_alone()
+    received, _elapsed = exchange(port, b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\n"
+                                        b"Connection: close\r\n\r\n")
+    status, headers, body = parse(received)
+    assert status == 502
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body) == {"detail": "The service is unavailable. Try again shortly."}
+
+
+def test_gunicorn_not_answering_is_a_json_504(nginx_alone):
+    port, path = nginx_alone(app_timeout=1)
+    with socket.socket(socket.AF_UNIX) as silent:  # accepts, reads, never answers
+        silent.bind(str(path))
+        os.chmod(path, 0o777)
+        silent.listen()
+        received, _elapsed = exchange(port, b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\n"
+                                            b"Connection: close\r\n\r\n")
+    status, headers, body = parse(received)
+    assert status == 504
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body) == {"detail": "The service did not answer in time."}

@@ -1,0 +1,184 @@
+"""What a supervisor relies on: the `commentsvc serve` launcher stops and ends with its
+children, gunicorn's workers end with their master (gunicorn.conf.py's post_fork hook),
+and forwarded headers count under plain gunicorn only when a proxy is trusted.
+
+The launcher tests need nginx: without it they skip, except in CI (CI=true), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_front import require_nginx
+
+from bench.load_mix import LIST, Gunicorn
+from bench.slow_clients import Serve
+from commentsvc import db
+from conftest import insert_records, make_app
+
+ROOT = Path(__file__).resolve().parent.parent
+SUPERVISOR_SECONDS = 2  # how soon a restart must be able to bind the port again
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="PR_SET_PDEATHSIG is Linux's")
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for its parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def descendants(pid: int) -> set[int]:
+    found = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True)
+    children: dict[int, list[int]] = {}
+    for line in found.stdout.splitlines():
+        child, parent = map(int, line.split())
+        children.setdefault(parent, []).append(child)
+    todo, seen = [pid], set()
+    while todo:
+        for child in children.get(todo.pop(), []):
+            seen.add(child)
+            todo.append(child)
+    return seen
+
+
+def can_bind(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn and nginx do
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def within(seconds: float, condition) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.fixture
+def seeded_url(database_url, sample_records):
+    """A database of each kind holding the sample (so lists have several pages)."""
+    app = make_app(database_url)
+    insert_records(app, sample_records)
+    with app.app_context():
+        db.get_engine().dispose()
+    return database_url
+
+
+def test_a_killed_gunicorn_master_takes_its_workers_and_frees_the_port(seeded_url):
+    server = Gunicorn(seeded_url, workers=2)
+    try:
+        workers = server.workers()
+        assert len(workers) == 2
+        os.kill(server.pid, signal.SIGKILL)
+        server.process.wait()
+        assert within(SUPERVISOR_SECONDS, lambda: not any(map(alive, workers)))
+        assert within(SUPERVISOR_SECONDS, lambda: can_bind(server.port))
+    finally:
+        server.stop()
+
+
+def next_url(base: str) -> str:
+    """The next_url of the list's first page, asked with forged forwarded headers."""
+    import http.client
+    import json
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        conn.request("GET", LIST, headers={"X-Forwarded-Proto": "https",
+                                           "X-Forwarded-Ssl": "on",
+                                           "X-Forwarded-Host": "public.example"})
+        return json.loads(conn.getresponse().read())["p8n"]["next_url"]
+    finally:
+        conn.close()
+
+
+def test_forwarded_headers_from_loopback_are_ignored_by_plain_gunicorn(seeded_url):
+    with Gunicorn(seeded_url) as server:  # gunicorn.conf.py: forwarded_allow_ips = ""
+        assert next_url(server.base) == f"{server.base}{LIST}?page=2"
+
+
+def test_the_app_ignores_them_even_when_gunicorn_trusts_every_peer(seeded_url):
+    """As under `gunicorn wsgi:app` without our configuration, whose default trusts
+    loopback: gunicorn applies X-Forwarded-Proto, the app puts the socket's scheme back."""
+    with Gunicorn(seeded_url, env={"GUNICORN_CMD_ARGS": "--forwarded-allow-ips=*"}) as server:
+        assert next_url(server.base) == f"{server.base}{LIST}?page=2"
+
+
+def test_a_trusted_proxy_is_honoured_under_gunicorn(seeded_url):
+    with Gunicorn(seeded_url, env={"COMMENTSVC_TRUSTED_PROXIES": "1"}) as server:
+        assert next_url(server.base) == f"https://public.example{LIST}?page=2"
+
+
+@pytest.fixture
+def serve_url(tmp_path):
+    """The sample on SQLite for the launcher tests (what it serves does not matter)."""
+    require_nginx()
+    url = f"sqlite:///{tmp_path / 'serve.sqlite3'}"
+    app = make_app(url)
+    with app.app_context():
+        db.get_engine().dispose()
+    return url
+
+
+def stack_pids(served: Serve) -> set[int]:
+    return descendants(served.pid)
+
+
+def test_sigterm_stops_nginx_then_gunicorn_and_exits_0(serve_url):
+    with Serve(serve_url) as served:
+        pids = stack_pids(served)
+        assert len(pids) >= 4  # nginx master and worker, gunicorn master and workers
+        assert served.stop(signal.SIGTERM) == 0
+        assert not any(map(alive, pids))
+        assert can_bind(served.port)
+        assert not served.runtime_dir.joinpath("app.sock").exists()
+
+
+def test_when_nginx_dies_the_launcher_stops_gunicorn_and_exits_1(serve_url):
+    with Serve(serve_url) as served:
+        pids = stack_pids(served)
+        nginx = int(served.runtime_dir.joinpath("nginx.pid").read_text())
+        os.kill(nginx, signal.SIGKILL)  # its workers are orphaned: the launcher ends them
+        served.process.wait(timeout=45)
+        assert served.process.returncode == 1
+        assert "nginx exited" in served.output()
+        assert within(SUPERVISOR_SECONDS, lambda: not any(map(alive, pids)))
+        assert can_bind(served.port)
+
+
+def test_a_killed_launcher_takes_nginx_and_gunicorn_with_it(serve_url):
+    with Serve(serve_url) as served:
+        pids = stack_pids(served)
+        os.kill(served.pid, signal.SIGKILL)
+        served.process.wait()
+        assert within(10, lambda: not any(map(alive, pids)))
+        assert can_bind(served.port)
+
+
+def test_bad_settings_stop_the_launcher_before_anything_starts(tmp_path):
+    require_nginx()
+    env = {**os.environ, "COMMENTSVC_MAX_REQUEST_BYTES": "0"}
+    finished = subprocess.run([sys.executable, "-m", "commentsvc.serving", "--port", "0"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 1
+    assert "COMMENTSVC_MAX_REQUEST_BYTES='0'" in finished.stderr
