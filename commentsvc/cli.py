@@ -56,8 +56,12 @@ def import_command(file: IO[bytes], workers: int) -> None:
 @with_appcontext
 @click.argument("file", type=click.File("w", encoding="utf-8", lazy=True))
 def export_command(file: IO[str]) -> None:
-    """Write every user, comic page and comment as NDJSON, streamed in id order."""
-    with _engine().connect() as conn:
+    """Write every user, comic page and comment as NDJSON, streamed in id order, from one
+    snapshot: what is written meanwhile is not in the file, so every record's references
+    are (a REPEATABLE READ transaction on PostgreSQL, one transaction on SQLite)."""
+    # The isolation level is set before the first statement, which begins the
+    # transaction; set afterwards it would come too late for that transaction.
+    with db.snapshot(_engine()) as conn:
         db.without_statement_timeout(conn)
         for line in interchange.dump(conn):
             file.write(line)
