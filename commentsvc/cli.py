@@ -1,5 +1,5 @@
 """Command-line commands: `flask --app app init-db | import | export | seed | create-token |
-revoke-token | staff`.
+revoke-token | staff | erase-user`.
 
 Each command runs in one transaction: it either finishes or leaves the database as it was.
 """
@@ -13,7 +13,7 @@ from typing import IO
 import click
 from flask.cli import with_appcontext
 
-from . import auth, db, demo, interchange
+from . import auth, db, demo, erasure, interchange
 
 
 def _engine():
@@ -24,12 +24,16 @@ def _engine():
 @with_appcontext
 @click.option("--drop", is_flag=True, help="Drop the service's tables first (loses data).")
 def init_db_command(drop: bool) -> None:
-    """Create the tables and indexes that do not exist yet."""
+    """Create the tables and indexes that do not exist yet; blank the text of comments
+    deleted before deletion removed it."""
     with _engine().begin() as conn:
         db.without_statement_timeout(conn)
         if drop:
             db.drop_schema(conn)
         db.create_schema(conn)
+        blanked = erasure.blank_deleted(conn)
+    if blanked:
+        click.echo(f"Removed the text of {blanked} deleted comment(s).")
     click.echo("Database schema ready.")
 
 
@@ -45,6 +49,7 @@ def import_command(file: IO[bytes], workers: int) -> None:
         # The writer's lock: positions are renumbered, so no API write may interleave.
         with db.writing(_engine(), unlimited=True) as conn:
             db.create_schema(conn)
+            erasure.blank_deleted(conn)  # stored rows must compare as the file's do
             report = interchange.load(conn, file, workers=workers)
     except interchange.ImportFailed as exc:
         click.echo(f"Import failed: {exc}", err=True)
@@ -132,5 +137,19 @@ def staff_command(user_id: int, remove: bool) -> None:
     click.echo(f"User {user_id} is {'no longer ' if remove else ''}staff.")
 
 
+@click.command("erase-user")
+@with_appcontext
+@click.argument("user_id", type=int)
+def erase_user_command(user_id: int) -> None:
+    """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
+    their sign-in keys. List positions and replies stay."""
+    with db.writing(_engine(), unlimited=True) as conn:
+        erased = erasure.erase_user(conn, user_id)
+    if erased is None:
+        click.echo(f"No user has id {user_id}.", err=True)
+        sys.exit(1)
+    click.echo(erased.summary())
+
+
 COMMANDS = (init_db_command, import_command, export_command, seed_command,
-            create_token_command, revoke_token_command, staff_command)
+            create_token_command, revoke_token_command, staff_command, erase_user_command)
