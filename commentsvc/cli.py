@@ -1,5 +1,5 @@
 """Command-line commands: `flask --app app init-db | import | export | seed | create-token |
-revoke-token | staff`.
+revoke-token | staff | erase-user`.
 
 Each command runs in one transaction: it either finishes or leaves the database as it was.
 """
@@ -13,7 +13,7 @@ from typing import IO
 import click
 from flask.cli import with_appcontext
 
-from . import auth, db, demo, interchange
+from . import auth, db, demo, erasure, interchange
 
 
 def _engine():
@@ -24,12 +24,16 @@ def _engine():
 @with_appcontext
 @click.option("--drop", is_flag=True, help="Drop the service's tables first (loses data).")
 def init_db_command(drop: bool) -> None:
-    """Create the tables and indexes that do not exist yet."""
+    """Create the tables and indexes that do not exist yet; blank the text of comments
+    deleted before deletion removed it."""
     with _engine().begin() as conn:
         db.without_statement_timeout(conn)
         if drop:
             db.drop_schema(conn)
         db.create_schema(conn)
+        blanked = erasure.blank_deleted(conn)
+    if blanked:
+        click.echo(f"Removed the text of {blanked} deleted comment(s).")
     click.echo("Database schema ready.")
 
 
@@ -43,8 +47,9 @@ def import_command(file: IO[bytes], workers: int) -> None:
     """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
     try:
         # The writer's lock: positions are renumbered, so no API write may interleave.
-        with db.writing(_engine(), unlimited=True) as conn:
+        with db.writing(_engine(), unlimited=True, bulk=True) as conn:
             db.create_schema(conn)
+            erasure.blank_deleted(conn)  # stored rows must compare as the file's do
             report = interchange.load(conn, file, workers=workers)
     except interchange.ImportFailed as exc:
         click.echo(f"Import failed: {exc}", err=True)
@@ -56,8 +61,12 @@ def import_command(file: IO[bytes], workers: int) -> None:
 @with_appcontext
 @click.argument("file", type=click.File("w", encoding="utf-8", lazy=True))
 def export_command(file: IO[str]) -> None:
-    """Write every user, comic page and comment as NDJSON, streamed in id order."""
-    with _engine().connect() as conn:
+    """Write every user, comic page and comment as NDJSON, streamed in id order, from one
+    snapshot: what is written meanwhile is not in the file, so every record's references
+    are (a REPEATABLE READ transaction on PostgreSQL, one transaction on SQLite)."""
+    # The isolation level is set before the first statement, which begins the
+    # transaction; set afterwards it would come too late for that transaction.
+    with db.snapshot(_engine()) as conn:
         db.without_statement_timeout(conn)
         for line in interchange.dump(conn):
             file.write(line)
@@ -77,7 +86,8 @@ def export_command(file: IO[str]) -> None:
 def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
                  if_empty: bool) -> None:
     """Generate realistic demo users, pages and comments, deterministically."""
-    with db.writing(_engine(), unlimited=True) as conn:  # renumbers: API writers wait
+    # Renumbers: API writers get 503 at once meanwhile (the bulk writers' flag).
+    with db.writing(_engine(), unlimited=True, bulk=True) as conn:
         db.create_schema(conn)
         if if_empty and demo.has_comments(conn):
             click.echo("Comments already exist; nothing seeded.")
@@ -128,5 +138,19 @@ def staff_command(user_id: int, remove: bool) -> None:
     click.echo(f"User {user_id} is {'no longer ' if remove else ''}staff.")
 
 
+@click.command("erase-user")
+@with_appcontext
+@click.argument("user_id", type=int)
+def erase_user_command(user_id: int) -> None:
+    """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
+    their sign-in keys. List positions and replies stay."""
+    with db.writing(_engine(), unlimited=True) as conn:
+        erased = erasure.erase_user(conn, user_id)
+    if erased is None:
+        click.echo(f"No user has id {user_id}.", err=True)
+        sys.exit(1)
+    click.echo(erased.summary())
+
+
 COMMANDS = (init_db_command, import_command, export_command, seed_command,
-            create_token_command, revoke_token_command, staff_command)
+            create_token_command, revoke_token_command, staff_command, erase_user_command)

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from flask import current_app
-from sqlalchemy import event, inspect, text
+from sqlalchemy import event, inspect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
+
+from . import bulk_lock
 
 T = TypeVar("T")
 
@@ -112,19 +114,23 @@ POSITIONS_LOCK = 0x636F6D6D  # "comm"
 
 
 @contextmanager
-def writing(engine: Engine, unlimited: bool = False) -> Iterator[Connection]:
+def writing(engine: Engine, unlimited: bool = False,
+            bulk: bool = False) -> Iterator[Connection]:
     """A transaction that holds the one writer's lock on list positions until it ends.
 
     Every list position depends on every earlier comment, so writers take turns: SQLite
     by BEGIN IMMEDIATE, PostgreSQL by a transaction-scoped advisory lock. ``unlimited``
     (commands) lifts the statement timeout first, also for the wait for the lock.
+    ``bulk`` (import, seed) raises the bulk writers' flag, and while it is up any other
+    writer gets bulk_lock.WritesPaused (503) at once instead of waiting (see bulk_lock).
     """
-    with _locked_writer(engine, unlimited) as conn:
+    with bulk_lock.sqlite_flag(engine, bulk), _locked_writer(engine, unlimited, bulk) as conn:
         yield conn
 
 
 @contextmanager
-def _locked_writer(engine: Engine, unlimited: bool = False) -> Iterator[Connection]:
+def _locked_writer(engine: Engine, unlimited: bool = False,
+                   bulk: bool = False) -> Iterator[Connection]:
     """A writer's transaction with its lock taken; a dead pooled connection is replaced.
 
     The lock is the transaction's first statement, so when it finds the connection gone
@@ -136,15 +142,16 @@ def _locked_writer(engine: Engine, unlimited: bool = False) -> Iterator[Connecti
             transaction = conn.begin()
             if unlimited:
                 without_statement_timeout(conn)
-            if engine.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                             {"key": POSITIONS_LOCK})
+            locked = (engine.dialect.name != "postgresql"
+                      or bulk_lock.take_postgresql(conn, POSITIONS_LOCK, bulk))
         except DBAPIError as exc:
             conn.close()
             if attempt == 2 or not exc.connection_invalidated:
                 raise
             continue
         with conn, transaction:
+            if not locked:
+                raise bulk_lock.WritesPaused()
             yield conn
         return
 

@@ -254,9 +254,11 @@ class _CommentGenerator:
                                      len(user_ids) - 1)]
             kind_pos[content_type] = kind_pos.get(content_type, 0) + 1
             target_pos[t] = target_pos.get(t, 0) + 1
+            body = _body(rng, self.words)
+            is_deleted = random_() < 0.02  # drawn after the body: the same data as before
             yield (comment_id, content_type, object_id, parent_id, author_id,
-                   _body(rng, self.words), date_added,
-                   random_() < 0.02, random_() < 0.03,
+                   "" if is_deleted else body, date_added,
+                   is_deleted, random_() < 0.03,
                    random_() < 0.9 - 0.6 * i / n,  # old comments are mostly read
                    i + 1, kind_pos[content_type], target_pos[t])
 

@@ -8,6 +8,8 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 __all__ = [
+    "EARLIEST_DATE",
+    "LATEST_DATE",
     "author_url",
     "avatar_url",
     "format_date",
@@ -37,6 +39,13 @@ _LINK_START = re.compile(r"(?<![\w@./:+%&=#~-])(?:https?://|www\.)", re.IGNORECA
 _LINK_REST = re.compile(r"[^\s<>\"']*")
 # Punctuation that ends a sentence rather than a URL.
 _TRAILING = ".,;:!?)"
+
+# The dates a comment may carry (naive UTC, from EARLIEST_DATE up to but not including
+# LATEST_DATE): far enough from year 1 and year 9999 that every time zone can show them,
+# and wide enough for any real comment. Import refuses others; the API only ever stores
+# its own clock's time.
+EARLIEST_DATE = datetime(1900, 1, 1)
+LATEST_DATE = datetime(9000, 1, 1)
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -109,10 +118,22 @@ def format_date(value: datetime, tz: ZoneInfo | tzinfo) -> str:
     '13 Jan, 2023, 10:02 PM'
     >>> format_date(datetime(2023, 1, 14, 2, 30), ZoneInfo("America/New_York"))
     '13 Jan, 2023, 09:30 PM'
+
+    It never fails: a time the zone cannot show (within hours of year 1 or 9999, which a
+    datetime cannot pass) is shown in UTC instead, so one odd row cannot break a page.
+
+    >>> format_date(datetime(9999, 12, 31, 23, 0), ZoneInfo("Asia/Tokyo"))
+    '31 Dec, 9999, 11:00 PM'
     """
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    local = value.astimezone(tz)
+    try:
+        local = value.astimezone(tz)
+    except (OverflowError, ValueError):
+        try:
+            local = value.astimezone(UTC)
+        except (OverflowError, ValueError):
+            local = value  # an aware value whose UTC time is out of range: as written
     hour = local.hour % 12 or 12
     meridiem = "AM" if local.hour < 12 else "PM"
     month = _MONTHS[local.month - 1]

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from . import bulk, loading, parallel, settings, store
+from .formatting import EARLIEST_DATE, LATEST_DATE
 from .queries import interchange as q
 
 USER_TYPE = "users.user"
@@ -84,15 +85,19 @@ def _plural(n: int, noun: str) -> str:
 
 
 def load(conn: Connection, lines: Iterable[bytes | str], *,
-         content_types: Iterable[str] | None = None, workers: int = 1) -> ImportReport:
+         content_types: Iterable[str] | None = None, max_body_length: int | None = None,
+         workers: int = 1) -> ImportReport:
     """Import NDJSON ``lines`` in the caller's transaction; raise ImportFailed on a bad line.
 
-    ``content_types`` defaults to the app's configured ones. ``workers`` > 1 checks the
-    lines of a big file on that many processes (PostgreSQL; see ``_stage_by_copy``).
+    ``content_types`` and ``max_body_length`` default to the app's configured ones (the
+    API's own rules). ``workers`` > 1 checks the lines of a big file on that many
+    processes (PostgreSQL; see ``_stage_by_copy``).
     """
     if content_types is None:
         content_types = settings.current()["CONTENT_TYPES"]
-    parser = _RecordParser(frozenset(content_types))
+    if max_body_length is None:
+        max_body_length = settings.current()["MAX_BODY_LENGTH"]
+    parser = _RecordParser(frozenset(content_types), max_body_length)
     _run_all(conn, q.DROP_STAGING)  # left over if an earlier import here ended oddly
     _run_all(conn, q.CREATE_STAGING)
     try:
@@ -136,7 +141,7 @@ def _stage(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser
     # A small number per content type: the numbering sorts on it (q.MERGE_NUMBERED).
     kinds = {name: number for number, name in enumerate(sorted(parser.content_types))}
     if conn.dialect.name == "postgresql":
-        _stage_by_copy(conn, lines, parser.content_types, kinds, workers)
+        _stage_by_copy(conn, lines, parser, kinds, workers)
     else:
         _stage_rows(conn, lines, parser, kinds)
 
@@ -172,9 +177,8 @@ def _stage_rows(conn: Connection, lines: Iterable[bytes | str], parser: _RecordP
             flush(kind)
 
 
-def _stage_by_copy(conn: Connection, lines: Iterable[bytes | str],
-                   content_types: frozenset[str], kinds: dict[str, int],
-                   workers: int) -> None:
+def _stage_by_copy(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser,
+                   kinds: dict[str, int], workers: int) -> None:
     """Chunks of CHUNK_LINES lines turned into COPY text, on ``workers`` processes when
     the file has more than one chunk, and copied in file order."""
     chunks = _numbered_chunks(lines, CHUNK_LINES)
@@ -184,7 +188,8 @@ def _stage_by_copy(conn: Connection, lines: Iterable[bytes | str],
     second = next(chunks, None)
     if second is None:
         workers = 1  # a small file: starting processes would cost more than they save
-    items = ((content_types, kinds, start, chunk)
+    rules = (parser.content_types, parser.max_body_length)
+    items = ((rules, kinds, start, chunk)
              for start, chunk in chain([first], [second] if second else [], chunks))
     with closing(parallel.ordered_map(copy_text_of_chunk, items, workers=workers)) as texts:
         for chunk_texts in texts:
@@ -203,11 +208,12 @@ def _numbered_chunks(lines: Iterable[bytes | str],
         start += len(chunk)
 
 
-def copy_text_of_chunk(content_types: frozenset[str], kinds: dict[str, int], start: int,
+def copy_text_of_chunk(rules: tuple[frozenset[str], int], kinds: dict[str, int], start: int,
                        lines: list[bytes | str]) -> dict[str, str]:
     """The COPY text of each record type in ``lines``, the first of which is line
-    ``start``; ImportFailed at the first bad line. Runs in worker processes."""
-    parser = _RecordParser(content_types)
+    ``start``; ImportFailed at the first bad line. Runs in worker processes; ``rules`` are
+    the parser's (content types, maximum body length)."""
+    parser = _RecordParser(*rules)
     rows: dict[str, list[tuple]] = {kind: [] for kind in _STAGES}
     for number, raw in enumerate(lines, start=start):
         parsed = parser.parse(number, raw)
@@ -398,9 +404,14 @@ def _utc_datetime(field: str, value: Any) -> datetime:
         # A naive time could be any zone's; guessing would shift comments by hours.
         raise _Invalid(f"field {field!r} has no time zone offset (add Z or +HH:MM): {value!r}")
     try:
-        return parsed.astimezone(UTC).replace(tzinfo=None)
+        when = parsed.astimezone(UTC).replace(tzinfo=None)
     except OverflowError:
         raise _Invalid(f"field {field!r} is out of range in UTC: {value!r}") from None
+    if not EARLIEST_DATE <= when < LATEST_DATE:
+        raise _Invalid(f"field {field!r} must be from {format_utc(EARLIEST_DATE)} up to "
+                       f"{format_utc(LATEST_DATE)} (excluded), which every time zone can "
+                       f"show: {value!r}")
+    return when
 
 
 Check = Callable[[str, Any], Any]
@@ -423,8 +434,9 @@ def _key_endings(raw: bytes) -> int:
 class _RecordParser:
     """Turns one line into (record type, staging row), or raises ImportFailed."""
 
-    def __init__(self, content_types: frozenset[str]) -> None:
+    def __init__(self, content_types: frozenset[str], max_body_length: int) -> None:
         self.content_types = content_types
+        self.max_body_length = max_body_length
         self.fields: dict[str, tuple[tuple[str, Check], ...]] = {
             "user": (("id", _id), ("username", _string), ("avatar", _optional_string)),
             "comicpage": (("id", _id), ("title", _string)),
@@ -500,6 +512,12 @@ class _RecordParser:
             when = parsed.astimezone(UTC).replace(tzinfo=None)
         except (ValueError, OverflowError):
             return None
+        if not EARLIEST_DATE <= when < LATEST_DATE:
+            return None
+        if is_deleted:
+            body = ""
+        elif not body.strip() or len(body) > self.max_body_length:
+            return None
         return (number, comment_id, content_type, object_id, parent_id, author_id, body,
                 when, is_deleted, is_anonymous, is_read)
 
@@ -541,7 +559,21 @@ class _RecordParser:
         extra = [key for key in record if key != "type" and key not in names]
         if extra:
             raise _Invalid(f"unknown field(s) for a {kind}: {', '.join(map(repr, extra))}")
-        return kind, (number, *(check(name, record[name]) for name, check in fields))
+        row = (number, *(check(name, record[name]) for name, check in fields))
+        return kind, self._comment_body(row) if kind == "comment" else row
+
+    def _comment_body(self, row: tuple) -> tuple:
+        """The API's body rules: a deleted comment keeps no text (its body is stored as
+        ""); any other may not be blank or longer than the configured maximum."""
+        body, is_deleted = row[6], row[8]
+        if is_deleted:
+            return (*row[:6], "", *row[7:])
+        if not body.strip():
+            raise _Invalid("field 'body' may not be blank (unless is_deleted is true)")
+        if len(body) > self.max_body_length:
+            raise _Invalid(f"field 'body' has {len(body)} characters; at most "
+                           f"{self.max_body_length} are allowed (COMMENTSVC_MAX_BODY_LENGTH)")
+        return row
 
     @staticmethod
     def _check_strings(record: dict[str, Any]) -> None:
@@ -580,7 +612,9 @@ def dump(conn: Connection) -> Iterator[str]:
         yield _line({
             "type": "comment", "id": row.id, "content_type": row.content_type,
             "object_id": row.object_id, "parent_id": row.parent_id,
-            "author_id": row.author_id, "body": row.body,
+            # A deleted comment's text is gone (an older database may still hold some
+            # until init-db blanks it): never send it on.
+            "author_id": row.author_id, "body": "" if row.is_deleted else row.body,
             "date_added": format_utc(row.date_added), "is_deleted": bool(row.is_deleted),
             "is_anonymous": bool(row.is_anonymous), "is_read": bool(row.is_read),
         })

@@ -5,11 +5,23 @@ wait. ``ordered_map`` spreads that work over worker processes yet hands the resu
 in the order of the items, so the caller sees exactly what a plain loop would have seen,
 including which item raised first. At most ``window`` items are in flight, so memory does
 not grow with the length of the stream.
+
+Workers never outlive the process that started them: killed with SIGKILL, it runs no
+clean-up, and its workers would wait on their queue for ever (and with them the
+multiprocessing resource tracker, which exits once every holder of its pipe is gone).
+So each worker asks Linux for SIGKILL when its parent dies (PR_SET_PDEATHSIG) and, on
+any system, checks every half second that its parent is still the one that started it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -33,7 +45,8 @@ def ordered_map(function: Callable[..., R], items: Iterable[tuple], *, workers: 
             yield function(*item)
         return
     window = window or 2 * workers
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
     pending: deque[Future[Any]] = deque()
     try:
         for item in items:
@@ -46,3 +59,28 @@ def ordered_map(function: Callable[..., R], items: Iterable[tuple], *, workers: 
         for future in pending:
             future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+PARENT_CHECK_SECONDS = 0.5
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end this process as soon as ``parent_pid`` is gone.
+
+    The kernel's signal (Linux) is immediate but follows the parent's thread that started
+    the worker; the watch thread covers other systems and that case.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # it died before the request took effect
+        os._exit(1)
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
+                     name="commentsvc-parent-watch").start()
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(1)

@@ -203,7 +203,7 @@ def target_exists(conn: Connection, content_type: str, object_id: int) -> bool:
 
 
 def soft_delete(conn: Connection, comment_id: int) -> bool:
-    """Mark a comment deleted (its text is no longer sent); False if already deleted.
+    """Mark a comment deleted and remove its text (body ""); False if already deleted.
 
     It keeps its place and its replies, so no position moves; its lists' versions go up.
     """

@@ -11,9 +11,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from commentsvc import formatting
 from commentsvc.formatting import author_url, avatar_url, format_date, quote_segment, render_body
+from hypothesis_profiles import examples
 
 
 def _a(shown: str, href: str | None = None) -> str:
@@ -669,3 +672,42 @@ DEFAULT_AVATAR = "/static/img/default-avatar.png"
 )
 def test_avatar_url(username: str, avatar: str | None, default: str, expected: str) -> None:
     assert avatar_url(username, avatar, default) == expected
+
+
+# --- format_date never fails ----------------------------------------------------------
+
+# The zones farthest east and west, zones with odd offsets, and fixed offsets of almost a day.
+EXTREME_ZONES = [ZoneInfo(name) for name in (
+    "UTC", "Pacific/Kiritimati", "Pacific/Apia", "Etc/GMT-14", "Etc/GMT+12",
+    "Pacific/Pago_Pago", "America/St_Johns", "Asia/Kathmandu", "Australia/Lord_Howe",
+    "America/Los_Angeles", "Europe/Dublin")] + [
+    timezone(timedelta(hours=23, minutes=59)), timezone(-timedelta(hours=23, minutes=59))]
+_SHOWN = re.compile(r"\d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec), \d{4}, "
+                    r"(0[1-9]|1[0-2]):[0-5]\d [AP]M")
+
+
+@given(st.datetimes(), st.sampled_from(EXTREME_ZONES))
+@examples(400)
+def test_format_date_shows_every_storable_time_in_every_zone(value, tz) -> None:
+    """Any naive datetime a row can hold, shown in any zone, gives a date and never an
+    error; inside the accepted range it is the zone's own time."""
+    shown = format_date(value, tz)
+    assert _SHOWN.fullmatch(shown), shown
+    if formatting.EARLIEST_DATE <= value < formatting.LATEST_DATE:
+        local = value.replace(tzinfo=UTC).astimezone(tz)
+        assert shown.startswith(f"{local.day:02d} ") and f", {local.year:04d}, " in shown
+
+
+@pytest.mark.parametrize("tz", EXTREME_ZONES)
+@pytest.mark.parametrize("value", [datetime.min, datetime.max, datetime(1, 1, 1, 23, 59),
+                                   datetime(9999, 12, 31, 0, 0), datetime(9999, 12, 31, 23)])
+def test_format_date_at_the_ends_of_time_falls_back_to_utc(value, tz) -> None:
+    shown = format_date(value, tz)
+    try:
+        local = value.replace(tzinfo=UTC).astimezone(tz)
+    except OverflowError:
+        local = value  # the zone cannot show it: UTC instead
+    hour = local.hour % 12 or 12
+    assert shown == (f"{local.day:02d} {formatting._MONTHS[local.month - 1]}, "
+                     f"{local.year:04d}, {hour:02d}:{local.minute:02d} "
+                     f"{'AM' if local.hour < 12 else 'PM'}")

@@ -14,6 +14,7 @@ import pytest
 from commentsvc.interchange import ImportFailed, _Invalid, _RecordParser
 
 CONTENT_TYPES = frozenset({"users.user", "comics.comicpage"})
+MAX_BODY = 40  # characters, as COMMENTSVC_MAX_BODY_LENGTH
 
 
 def comment_line(**changes) -> bytes:
@@ -36,7 +37,13 @@ WELL_FORMED = [
     comment_line().replace(b'"id":', b'"id" \t:'),
     b'{"type":"comment","id":7,"content_type":"comics.comicpage","object_id":3,'
     b'"parent_id":null,"author_id":2,"body":"","date_added":"2024-05-06T07:08:09Z",'
-    b'"is_deleted":false,"is_anonymous":false,"is_read":false}\r\n',
+    b'"is_deleted":true,"is_anonymous":false,"is_read":false}\r\n',
+    comment_line(is_deleted=True, body="   "),
+    comment_line(is_deleted=True, body="x" * (MAX_BODY + 1)),
+    comment_line(body="x" * MAX_BODY),
+    comment_line(date_added="1900-01-01T00:00:00Z"),
+    comment_line(date_added="8999-12-31T23:59:59.999999Z"),
+    comment_line(date_added="1900-01-01T05:00:00+05:00"),
 ]
 
 # Accepted by the careful parser only: the quick path must step aside, not refuse.
@@ -65,7 +72,36 @@ MALFORMED = [
     comment_line().replace(b'"type": "comment"', b'"type": "user"'),
     comment_line().replace(b'"id": 7', b'"id": 99999999999999999999'),
     b'[1, 2]', b'{"type": "comment"', b'{"id": NaN}', b"\xff\xfe",
+    # The API's body rules, and dates every time zone can show.
+    comment_line(body=""), comment_line(body=" \n\t "),
+    comment_line(body="x" * (MAX_BODY + 1)),
+    comment_line(date_added="9999-12-31T23:00:00Z"),
+    comment_line(date_added="9000-01-01T00:00:00Z"),
+    comment_line(date_added="1899-12-31T23:59:59Z"),
+    comment_line(date_added="0001-01-01T01:00:00Z"),
+    comment_line(date_added="1900-01-01T00:30:00+01:00"),
 ]
+
+
+def test_a_deleted_comment_keeps_no_text():
+    parser = _RecordParser(CONTENT_TYPES, MAX_BODY)
+    raw = comment_line(is_deleted=True, body="private words")
+    assert parser.parse(4, raw)[1][6] == ""
+    assert parser._well_formed_comment(4, raw)[6] == ""
+
+
+@pytest.mark.parametrize(("raw", "words"), [
+    (comment_line(body=" \n "), "field 'body' may not be blank (unless is_deleted is true)"),
+    (comment_line(body="x" * (MAX_BODY + 1)),
+     f"field 'body' has {MAX_BODY + 1} characters; at most {MAX_BODY} are allowed"),
+    (comment_line(date_added="9999-12-31T23:00:00Z"),
+     "field 'date_added' must be from 1900-01-01T00:00:00Z up to 9000-01-01T00:00:00Z"),
+])
+def test_refusals_name_the_rule(raw, words):
+    with pytest.raises(ImportFailed) as caught:
+        _RecordParser(CONTENT_TYPES, MAX_BODY).parse(9, raw)
+    assert caught.value.line == 9
+    assert words in caught.value.reason
 
 
 def careful(parser: _RecordParser, number: int, raw: bytes):
@@ -85,7 +121,7 @@ def either(parser: _RecordParser, number: int, raw: bytes):
 
 @pytest.mark.parametrize("raw", WELL_FORMED)
 def test_quick_path_takes_well_formed_comments(raw):
-    parser = _RecordParser(CONTENT_TYPES)
+    parser = _RecordParser(CONTENT_TYPES, MAX_BODY)
     row = parser._well_formed_comment(4, raw)
     assert row is not None
     assert ("row", ("comment", row)) == careful(parser, 4, raw)
@@ -94,7 +130,7 @@ def test_quick_path_takes_well_formed_comments(raw):
 @pytest.mark.parametrize(("raw", "outcome"), [(raw, "row") for raw in CAREFUL_ONLY]
                          + [(raw, "error") for raw in MALFORMED])
 def test_quick_path_leaves_every_other_line_to_the_careful_parser(raw, outcome):
-    parser = _RecordParser(CONTENT_TYPES)
+    parser = _RecordParser(CONTENT_TYPES, MAX_BODY)
     assert parser._well_formed_comment(4, raw) is None
     result = either(parser, 4, raw)
     assert result[0] == outcome

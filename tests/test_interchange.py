@@ -112,6 +112,12 @@ def assert_positions(app) -> None:
     assert stored_counts == {key: len(entries) for key, entries in lists.items()}
 
 
+def without_deleted_text(records: list[dict]) -> list[dict]:
+    """The records as stored: a deleted comment keeps no text."""
+    return [{**record, "body": ""} if record.get("is_deleted") else record
+            for record in records]
+
+
 def test_docstring_examples_hold() -> None:
     result = doctest.testmod(interchange)
     assert result.attempted > 0
@@ -126,7 +132,8 @@ def test_sample_round_trip(app, runner, tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stdout == "Imported 12 users, 4 comic pages, 60 comments (0 already present).\n"
     exported = export_records(runner, tmp_path)
-    assert canonical(exported) == canonical(read_ndjson(sample_path()))
+    assert canonical(exported) == canonical(
+        without_deleted_text(read_ndjson(sample_path())))
     # Users, then pages, then comments, each in id order, keys in the contract's order.
     kinds = [record["type"] for record in exported]
     assert kinds == sorted(kinds, key=["user", "comicpage", "comment"].index)
@@ -144,9 +151,13 @@ def test_sample_round_trip(app, runner, tmp_path):
 def test_export_is_written_like_the_sample(app, runner, tmp_path):
     insert_records(app, read_ndjson(sample_path()))
     text = export_text(runner, tmp_path)
-    sample_lines = set(sample_path().read_text(encoding="utf-8").splitlines())
-    # Byte for byte the sample's own lines: separators, non-ASCII as itself, Z dates.
-    assert set(text.splitlines()) == sample_lines
+    sample_lines = sample_path().read_text(encoding="utf-8").splitlines()
+    # Byte for byte the sample's own lines: separators, non-ASCII as itself, Z dates; a
+    # deleted comment's text is never exported, even from a row that still holds it.
+    expected = {interchange._line({**json.loads(text_line), "body": ""}).rstrip("\n")
+                if json.loads(text_line).get("is_deleted") else text_line
+                for text_line in sample_lines}
+    assert set(text.splitlines()) == expected
 
 
 def test_importing_twice_changes_nothing(app, runner, tmp_path):
@@ -176,7 +187,8 @@ def test_records_in_any_order(app, runner, tmp_path, order):
         random.Random(7).shuffle(records)
     result = import_file(runner, write(tmp_path, records))
     assert result.exit_code == 0, result.output
-    assert canonical(export_records(runner, tmp_path)) == canonical(read_ndjson(sample_path()))
+    assert canonical(export_records(runner, tmp_path)) == canonical(
+        without_deleted_text(read_ndjson(sample_path())))
     assert_positions(app)
 
 
@@ -184,7 +196,7 @@ def test_identical_duplicates_are_one_record(app, runner, tmp_path):
     records = read_ndjson(sample_path())
     result = import_file(runner, write(tmp_path, records + records[::-1]))
     assert result.stdout == "Imported 12 users, 4 comic pages, 60 comments (0 already present).\n"
-    assert canonical(export_records(runner, tmp_path)) == canonical(records)
+    assert canonical(export_records(runner, tmp_path)) == canonical(without_deleted_text(records))
 
 
 def test_many_small_batches(app, runner, tmp_path, monkeypatch):
@@ -192,7 +204,8 @@ def test_many_small_batches(app, runner, tmp_path, monkeypatch):
     monkeypatch.setattr(interchange, "BATCH_SIZE", 7)
     result = import_file(runner, sample_path())
     assert result.exit_code == 0, result.output
-    assert canonical(export_records(runner, tmp_path)) == canonical(read_ndjson(sample_path()))
+    assert canonical(export_records(runner, tmp_path)) == canonical(
+        without_deleted_text(read_ndjson(sample_path())))
     assert_positions(app)
 
 
@@ -206,7 +219,7 @@ def test_chunks_on_worker_processes_load_the_same(app, runner, tmp_path, monkeyp
     result = invoke(runner, ["import", "--workers", str(workers), str(write(tmp_path, records))])
     assert result.exit_code == 0, result.output
     assert result.stdout == "Imported 12 users, 4 comic pages, 60 comments (0 already present).\n"
-    assert canonical(export_records(runner, tmp_path)) == canonical(records)
+    assert canonical(export_records(runner, tmp_path)) == canonical(without_deleted_text(records))
     assert_positions(app)
 
 
@@ -237,7 +250,7 @@ def test_import_onto_existing_data_renumbers(app, runner, tmp_path):
     result = import_file(runner, sample_path())
     assert result.exit_code == 0, result.output
     assert canonical(export_records(runner, tmp_path)) == canonical(
-        BASE + read_ndjson(sample_path()))
+        without_deleted_text(BASE + read_ndjson(sample_path())))
     assert_positions(app)
 
 
@@ -271,7 +284,7 @@ def test_reply_to_a_reply_is_stored_under_the_root(app, runner, tmp_path):
     assert_positions(app)
 
 
-NASTY_BODIES = ["\\N", "", "\\.", "tab\there", "back\\slash\\t", "cr\rlf\r\nlf\n",
+NASTY_BODIES = ["\\N", " \\ ", "\\.", "tab\there", "back\\slash\\t", "cr\rlf\r\nlf\n",
                 "NUL-free \x01\x1f controls", "U+2028\u2028U+2029\u2029NEL\x85",
                 "emoji 🎉 ümlaut", "quote \" and ' and <b>"]
 
@@ -484,7 +497,35 @@ REJECTIONS = [
                  ["comment 202", "parent cycle"], id="below-a-cycle"),
     pytest.param([GOOD_USER, comment(200, parent_id=200)], 2,
                  ["comment 200", "parent cycle"], id="own-parent"),
+    # Dates every time zone can show, and the API's body rules.
+    pytest.param([GOOD_USER, comment(200, date_added="9999-12-31T23:00:00Z")], 2,
+                 ["field 'date_added' must be from 1900-01-01T00:00:00Z",
+                  "9000-01-01T00:00:00Z"], id="date-year-9999"),
+    pytest.param([comment(200, date_added="0001-01-01T05:00:00Z")], 1,
+                 ["field 'date_added'", "every time zone"], id="date-year-1"),
+    pytest.param([comment(200, date_added="1899-12-31T23:59:59Z")], 1,
+                 ["field 'date_added'"], id="date-before-1900"),
+    pytest.param([GOOD_PAGE, comment(200, body=" \n\t ")], 2,
+                 ["field 'body' may not be blank"], id="body-blank"),
+    pytest.param([comment(200, body="")], 1, ["field 'body' may not be blank"],
+                 id="body-empty"),
+    pytest.param([comment(200, body="x" * 5001)], 1,
+                 ["field 'body' has 5001 characters; at most 5000"], id="body-too-long"),
 ]
+
+
+def test_bodies_up_to_the_configured_maximum_are_imported(app_factory, tmp_path):
+    runner = app_factory(COMMENTSVC_MAX_BODY_LENGTH=10).test_cli_runner()
+    records = [user(1), page(10), comment(200, body="x" * 10),
+               comment(201, body="y" * 11, is_deleted=True)]
+    assert import_file(runner, write(tmp_path, records[:3])).exit_code == 0
+    result = import_file(runner, write(tmp_path, [comment(202, body="z" * 11)]))
+    assert result.stderr == ("Import failed: line 1: field 'body' has 11 characters; "
+                             "at most 10 are allowed (COMMENTSVC_MAX_BODY_LENGTH)\n")
+    assert import_file(runner, write(tmp_path, records[3:])).exit_code == 0
+    exported = {r["id"]: r["body"] for r in export_records(runner, tmp_path)
+                if r["type"] == "comment"}
+    assert exported == {200: "x" * 10, 201: ""}  # a deleted comment's text is not kept
 
 
 @pytest.mark.parametrize(("lines", "line_number", "words"), REJECTIONS)

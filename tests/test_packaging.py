@@ -16,8 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "commentsvc"
-COMMANDS = ("create-token", "export", "import", "init-db", "revoke-token", "routes", "run",
-            "seed", "staff")
+COMMANDS = ("create-token", "erase-user", "export", "import", "init-db", "revoke-token",
+            "routes", "run", "seed", "staff")
 
 
 def run(*command: str | Path, **kwargs) -> subprocess.CompletedProcess:

@@ -22,9 +22,11 @@ TARGET_EXISTS = {
     "comics.comicpage": text("SELECT 1 FROM commentsvc_comicpage WHERE id = :id"),
 }
 
-# Soft-delete a comment; no row when it was already deleted (primary key).
+# Soft-delete a comment, removing its text; no row when it was already deleted (primary
+# key).
 SOFT_DELETE = text("""
-    UPDATE commentsvc_comment SET is_deleted = TRUE WHERE id = :id AND is_deleted = FALSE
+    UPDATE commentsvc_comment SET is_deleted = TRUE, body = ''
+    WHERE id = :id AND is_deleted = FALSE
 """)
 
 # Set a comment's read flag; no row when it already had that value (primary key).

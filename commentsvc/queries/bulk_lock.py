@@ -1,0 +1,19 @@
+"""SQL of the bulk writers' flag on PostgreSQL: two transaction-scoped advisory locks."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+# A bulk writer (import, seed): the flag exclusively (waits for the API writes under way),
+# then the writers' lock on list positions.
+BULK_WRITER = text("""
+    SELECT pg_advisory_xact_lock(:flag), pg_advisory_xact_lock(:positions)
+""")
+
+# Any other writer: the flag shared, without waiting; only if that was granted, the
+# writers' lock (CASE evaluates its branch only when needed). False: a bulk writer has it.
+WRITER = text("""
+    SELECT CASE WHEN pg_try_advisory_xact_lock_shared(:flag)
+                THEN pg_advisory_xact_lock(:positions) IS NOT NULL
+                ELSE FALSE END
+""")

@@ -1,0 +1,41 @@
+"""SQL that removes text people asked to be rid of: a deleted comment's, and everything a
+user wrote when they are erased. Rows stay, so no list position moves."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+# Blank the text of deleted comments that still hold some (rows deleted before deletion
+# blanked the body). A full scan: init-db and import only.
+BLANK_DELETED = text("""
+    UPDATE commentsvc_comment SET body = '' WHERE is_deleted = TRUE AND body <> ''
+""")
+
+# Whether a user exists (primary key).
+USER_EXISTS = text("""
+    SELECT 1 FROM commentsvc_user WHERE id = :id
+""")
+
+# The targets of a user's comments that still show something (one scan of the table:
+# author_id has no index, and erasure is rare).
+AUTHORED_TARGETS = text("""
+    SELECT DISTINCT content_type, object_id FROM commentsvc_comment
+    WHERE author_id = :id AND (is_deleted = FALSE OR body <> '')
+""")
+
+# Every comment of the user shown as deleted, with no text left.
+ERASE_COMMENTS = text("""
+    UPDATE commentsvc_comment SET is_deleted = TRUE, body = ''
+    WHERE author_id = :id AND (is_deleted = FALSE OR body <> '')
+""")
+
+# The profile: a neutral name of its own, no avatar, no staff rights (primary key).
+ANONYMISE_USER = text("""
+    UPDATE commentsvc_user SET username = :username, avatar = NULL, is_staff = FALSE
+    WHERE id = :id
+""")
+
+# The user's sign-in keys (a scan of the small token table).
+REVOKE_TOKENS = text("""
+    DELETE FROM commentsvc_token WHERE user_id = :id
+""")
