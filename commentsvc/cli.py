@@ -1,5 +1,5 @@
 """Command-line commands: `flask --app app init-db | import | export | seed | create-token |
-revoke-token | staff`.
+revoke-token | staff | purge-idempotency-keys`.
 
 Each command runs in one transaction: it either finishes or leaves the database as it was.
 """
@@ -13,7 +13,7 @@ from typing import IO
 import click
 from flask.cli import with_appcontext
 
-from . import auth, db, demo, interchange
+from . import auth, db, demo, idempotency, interchange, settings
 
 
 def _engine():
@@ -128,5 +128,17 @@ def staff_command(user_id: int, remove: bool) -> None:
     click.echo(f"User {user_id} is {'no longer ' if remove else ''}staff.")
 
 
+@click.command("purge-idempotency-keys")
+@with_appcontext
+def purge_idempotency_keys_command() -> None:
+    """Delete idempotency keys older than IDEMPOTENCY_RETENTION_HOURS (in batches, each
+    its own transaction, so API writes never wait long)."""
+    hours = settings.current()["IDEMPOTENCY_RETENTION_HOURS"]
+    deleted = idempotency.purge(_engine(), hours, batch=None)
+    click.echo(f"Purged {deleted} idempotency key{'s' if deleted != 1 else ''} "
+               f"older than {hours:g} h.")
+
+
 COMMANDS = (init_db_command, import_command, export_command, seed_command,
-            create_token_command, revoke_token_command, staff_command)
+            create_token_command, revoke_token_command, staff_command,
+            purge_idempotency_keys_command)
