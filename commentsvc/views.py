@@ -51,8 +51,16 @@ DESCRIPTION = (
     "Comments attached to site objects (user profiles, comic pages), newest first, "
     "in numbered pages. Filter with content_type and object_id."
 )
+
+
+def page_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None,
+                  allow: str = ALLOW) -> Response:
+    """A list page, its post form given a fresh idempotency key (browsable.with_form_key)."""
+    return html_response(browsable.with_form_key(body), status, headers, allow)
+
+
 # How each representation's body becomes a response: (body, status, headers, allow).
-RESPONDERS = {JSON: encoded_response, HTML: html_response}
+RESPONDERS = {JSON: encoded_response, HTML: page_response}
 
 
 def display_options(viewer: auth.Viewer | None = None) -> Display:

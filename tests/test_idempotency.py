@@ -3,6 +3,7 @@ nothing; a key names one request of one user; keys expire and are purged."""
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -347,3 +348,38 @@ def test_a_failed_purge_is_logged_and_fails_nothing(app, caplog):
     assert schedule.run(broken) == 0
     assert "purging idempotency keys failed" in caplog.text
     broken.dispose()
+
+
+def form_key(page: str) -> str:
+    found = re.findall(r'<input type="hidden" name="idempotency_key" value="([^"]+)">', page)
+    assert len(found) == 1
+    return found[0]
+
+
+def test_each_post_form_served_carries_a_fresh_key(client, community):
+    url = URL + "?format=api&content_type=comics.comicpage&object_id=10"
+    first = client.get(url, headers=community.auth("bob"))
+    again = client.get(url, headers=community.auth("bob"))  # from the response cache
+    assert first.headers["ETag"] == again.headers["ETag"]
+    keys = {form_key(first.get_data(as_text=True)), form_key(again.get_data(as_text=True))}
+    assert len(keys) == 2
+    assert all(idempotency.valid_key(key) and len(key) == 32 for key in keys)
+    assert "Post a comment" not in client.get(url).get_data(as_text=True)  # no user, no form
+
+
+def test_a_form_sent_twice_posts_once(app, client, community):
+    page = client.get(URL + "?format=api", headers=community.auth("bob"))
+    form = {**PAGE, "body": "double click", "parent": "",
+            "idempotency_key": form_key(page.get_data(as_text=True))}
+    first = client.post(URL + "?format=api", data=form, headers=community.auth("bob"))
+    again = client.post(URL + "?format=api", data=form, headers=community.auth("bob"))
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert again.mimetype == "text/html" and again.headers["Idempotent-Replayed"] == "true"
+    assert again.headers["Location"] == first.headers["Location"]
+    assert "Idempotent-Replayed" in again.get_data(as_text=True)  # among the JSON's headers
+    assert stored_with_body(app, "double click") == 1
+    fresh = client.get(URL + "?format=api", headers=community.auth("bob"))
+    form["idempotency_key"] = form_key(fresh.get_data(as_text=True))
+    assert client.post(URL + "?format=api", data=form,
+                       headers=community.auth("bob")).status_code == 201
+    assert stored_with_body(app, "double click") == 2
