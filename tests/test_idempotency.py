@@ -72,18 +72,30 @@ def test_a_post_without_a_key_is_written_each_time(app, client, community):
     assert key_count(app) == 0
 
 
-def test_the_replay_is_the_first_answer_even_after_a_delete_and_a_rename(app, client,
-                                                                         community):
-    first = post(client, community, "k-2", body="said once")
-    comment_id = first.get_json()["id"]
-    assert client.delete(f"{URL}{comment_id}/",
-                         headers=community.auth("ann")).status_code == 204
+def rename_ann(app) -> None:
     with app.app_context(), db.get_engine().begin() as conn:
         conn.execute(sa.text("UPDATE commentsvc_user SET username = 'anna' WHERE id = 1"))
+
+
+def test_the_replay_is_the_first_answer_verbatim_after_a_rename(app, client, community):
+    first = post(client, community, "k-2", body="said once")
+    rename_ann(app)
+    assert client.get(first.headers["Location"]).get_json()["author"] == "anna"
     again = post(client, community, "k-2", body="said once")
     assert again.get_data() == first.get_data()
-    assert again.get_json()["author"] == "ann" and again.get_json()["is_deleted"] is False
-    assert client.get(f"{URL}{comment_id}/").get_json()["is_deleted"] is True
+    assert again.get_json()["author"] == "ann"
+
+
+def test_a_replay_never_sends_the_text_of_a_comment_deleted_since(app, client, community):
+    first = post(client, community, "k-2d", body="taken back")
+    assert client.delete(first.headers["Location"],
+                         headers=community.auth("ann")).status_code == 204
+    rename_ann(app)
+    again = post(client, community, "k-2d", body="taken back")
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.headers["Location"] == first.headers["Location"]
+    assert again.get_json() == {**first.get_json(), "body": "", "is_deleted": True}
+    assert stored_with_body(app, "taken back") == 1
 
 
 def test_keys_belong_to_a_user(app, client, community):
