@@ -167,6 +167,46 @@ def faults(count: int, weights: tuple[float, ...], proxy: TcpProxy, cluster: PgC
             time.sleep(0.05)
 
 
+def race(port: int, token: str, target: tuple[str, int], rounds: int,
+         senders: int = 8) -> dict:
+    """``rounds`` times, ``senders`` threads send one post with one key at the same moment
+    (before any fault): how they were answered, and the slowest answer."""
+    statuses: Counter = Counter()
+    replayed = 0
+    ids: list[set[int]] = []
+    slowest = 0.0
+    lock = threading.Lock()
+    for _ in range(rounds):
+        key, marker = str(uuid.uuid4()), f"{MARK} race {uuid.uuid4().hex}"
+        body = {"content_type": target[0], "object_id": target[1], "body": marker}
+        barrier = threading.Barrier(senders)
+        seen: set[int] = set()
+
+        def one(barrier: threading.Barrier, body: dict, key: str, seen: set[int]) -> None:
+            nonlocal replayed, slowest
+            barrier.wait()
+            started = time.monotonic()
+            status, headers, data = send(port, token, body, key)
+            with lock:
+                slowest = max(slowest, time.monotonic() - started)
+                statuses[status] += 1
+                replayed += headers.get("Idempotent-Replayed") == "true"
+                if status == 201:
+                    seen.add(json.loads(data)["id"])
+
+        threads = [threading.Thread(target=one, args=(barrier, body, key, seen))
+                   for _ in range(senders)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ids.append(seen)
+    return {"rounds": rounds, "senders_per_round": senders,
+            "answers_by_status": {str(s): n for s, n in sorted(statuses.items())},
+            "replayed": replayed, "one_id_per_round": all(len(s) == 1 for s in ids),
+            "slowest_ms": round(slowest * 1000, 1)}
+
+
 def count_markers(database_url: str) -> Counter:
     engine = sa.create_engine(database_url)
     try:
@@ -179,7 +219,8 @@ def count_markers(database_url: str) -> Counter:
 
 
 def run(faults_wanted: int = 1000, clients: int = 6, weights=DEFAULT_WEIGHTS,
-        max_seconds: float = 900, use_keys: bool = True, seed: int = 1) -> dict:
+        max_seconds: float = 900, use_keys: bool = True, seed: int = 1,
+        race_rounds: int = 50) -> dict:
     """The whole experiment; the report as a dict."""
     started = time.monotonic()
     with PgCluster() as cluster:
@@ -192,6 +233,8 @@ def run(faults_wanted: int = 1000, clients: int = 6, weights=DEFAULT_WEIGHTS,
         tally = Tally()
         stop = threading.Event()
         with Gunicorn(via_proxy, env=env) as server:
+            raced = race(server.port, next(iter(community.tokens.values())),
+                         community.targets[0], race_rounds)
             fault_deadline = started + max_seconds * 0.8
             threads = [threading.Thread(
                 target=client, args=(n, server.port, list(community.tokens.values()),
@@ -208,6 +251,8 @@ def run(faults_wanted: int = 1000, clients: int = 6, weights=DEFAULT_WEIGHTS,
         proxy.cut()
         stored = count_markers(direct)
     tried = tally.tried
+    race_duplicates = sum(n - 1 for marker, n in stored.items()
+                          if n > 1 and marker.startswith(f"{MARK} race "))
     duplicates = sum(n - 1 for marker, n in stored.items() if n > 1)
     lost = sum(1 for marker in tried if stored[marker] == 0
                and marker not in tally.unfinished)
@@ -228,12 +273,14 @@ def run(faults_wanted: int = 1000, clients: int = 6, weights=DEFAULT_WEIGHTS,
         "unfinished": len(tally.unfinished),
         "unexpected_answers": tally.unexpected[:10],
         "one_id_per_post": answered_ids_agree,
+        "same_key_at_once": {**raced, "duplicates": race_duplicates},
     }
 
 
 def passed(report: dict) -> bool:
     return (report["duplicates"] == 0 and report["lost"] == 0 and not report["unfinished"]
-            and not report["unexpected_answers"] and report["one_id_per_post"])
+            and not report["unexpected_answers"] and report["one_id_per_post"]
+            and report["same_key_at_once"]["one_id_per_round"])
 
 
 def main() -> int:
