@@ -12,7 +12,7 @@ import redis
 from flask import Blueprint
 from flask.blueprints import BlueprintSetupState
 
-from . import cli, openapi, replicas, request_log, settings
+from . import cli, idempotency, openapi, replicas, request_log, settings
 from .errors import install_error_handler, to_response
 from .rate_limit import PostRateLimit
 from .response_cache import PageCache, ResponseCache
@@ -97,6 +97,8 @@ def _set_up(state: BlueprintSetupState) -> None:
     options["READ_FLAG_SCHEMA"] = ReadFlagSchema()
     options["POST_LIMITER"] = PostRateLimit(options["POST_RATE_LIMIT"],
                                             options["RATE_LIMIT_STORAGE"])
+    options["IDEMPOTENCY_PURGE"] = idempotency.PurgeSchedule(
+        options["IDEMPOTENCY_PURGE_SECONDS"], options["IDEMPOTENCY_RETENTION_HOURS"])
     state.app.extensions["commentsvc"] = options
     api_prefix = (state.url_prefix or "").rstrip("/") + "/api/"
     install_error_handler(state.app, api_prefix)

@@ -8,6 +8,7 @@ which the schemas deliver as safe HTML (``<br />`` and ``<a href rel="nofollow">
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote_plus
@@ -23,6 +24,9 @@ from .auth import Viewer
 from .request_args import last, raw_query
 
 LIST_ENDPOINT = "commentsvc.comment_list"
+# Stands in the cached page for the post form's idempotency key, which each page served
+# replaces with a fresh one (``with_form_key``); no escaping changes it.
+FORM_KEY_PLACEHOLDER = "commentsvc-form-key-0000000000000000"
 _INDENT = "  "  # as orjson.OPT_INDENT_2, so the page shows what the JSON answer holds
 
 
@@ -135,7 +139,22 @@ def post_form(req: Request, viewer: Viewer | None, schema: Schema) -> dict[str, 
         "fields": description.field_descriptions(schema),
         "values": {"content_type": last(req, "content_type") or "",
                    "object_id": last(req, "object_id") or ""},
+        "key_placeholder": FORM_KEY_PLACEHOLDER,
     }
+
+
+def with_form_key(body: bytes) -> bytes:
+    """The page with a new random idempotency key in its post form, if it has one.
+
+    Rendered pages are cached by ETag, so the key cannot be rendered into them: each page
+    served gets its own here, whether built or from the cache. The tag does not cover the
+    key; a 304 leaves the browser the copy (and key) it has, so sending that copy's form
+    again posts once, as a form sent twice should.
+    """
+    placeholder = FORM_KEY_PLACEHOLDER.encode()
+    if placeholder not in body:
+        return body
+    return body.replace(placeholder, secrets.token_urlsafe(24).encode())
 
 
 def kind_links(req: Request, content_types: tuple[str, ...]) -> list[dict[str, str]]:

@@ -1,5 +1,5 @@
 """Command-line commands: `flask --app app init-db | import | export | seed | create-token |
-revoke-token | staff | erase-user`.
+revoke-token | staff | erase-user | purge-idempotency-keys`.
 
 Each command runs in one transaction: it either finishes or leaves the database as it was.
 """
@@ -13,7 +13,7 @@ from typing import IO
 import click
 from flask.cli import with_appcontext
 
-from . import auth, db, demo, erasure, interchange
+from . import auth, db, demo, erasure, idempotency, interchange, settings
 
 
 def _engine():
@@ -152,5 +152,17 @@ def erase_user_command(user_id: int) -> None:
     click.echo(erased.summary())
 
 
+@click.command("purge-idempotency-keys")
+@with_appcontext
+def purge_idempotency_keys_command() -> None:
+    """Delete idempotency keys older than IDEMPOTENCY_RETENTION_HOURS (in batches, each
+    its own transaction, so API writes never wait long)."""
+    hours = settings.current()["IDEMPOTENCY_RETENTION_HOURS"]
+    deleted = idempotency.purge(_engine(), hours, batch=None)
+    click.echo(f"Purged {deleted} idempotency key{'s' if deleted != 1 else ''} "
+               f"older than {hours:g} h.")
+
+
 COMMANDS = (init_db_command, import_command, export_command, seed_command,
-            create_token_command, revoke_token_command, staff_command, erase_user_command)
+            create_token_command, revoke_token_command, staff_command, erase_user_command,
+            purge_idempotency_keys_command)

@@ -209,6 +209,7 @@ def _add_missing_columns(conn: Connection) -> None:
 
 def drop_schema(conn: Connection) -> None:
     """Drop the service's tables (tests and `init-db --drop`); the host's are untouched."""
-    for table in ("commentsvc_token", "commentsvc_list_count", "commentsvc_comment",
+    for table in ("commentsvc_idempotency_key",
+                  "commentsvc_token", "commentsvc_list_count", "commentsvc_comment",
                   "commentsvc_comicpage", "commentsvc_user"):
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")

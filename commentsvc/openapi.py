@@ -111,6 +111,8 @@ _FIELD_ERRORS = {
     "example": {"body": ["This field may not be blank."]},
 }
 
+# Response headers sent on some answers only (marked required: false).
+_SOMETIMES = ("Idempotent-Replayed",)
 _HEADERS = {
     "Allow": ("The resource's methods.", "GET, POST, HEAD, OPTIONS"),
     "Vary": ("Always Accept.", "Accept"),
@@ -121,6 +123,9 @@ _HEADERS = {
     "Location": ("URL of the new comment.", "https://example.com/api/comments/42/"),
     "Retry-After": ("Seconds to wait before trying again.", "5"),
     "WWW-Authenticate": ("The scheme to sign in with.", 'Token realm="api"'),
+    "Idempotent-Replayed": ("Sent (true) when this is the stored first answer to an "
+                            "earlier request with the same Idempotency-Key: nothing was "
+                            "written this time.", "true"),
 }
 
 
@@ -202,6 +207,10 @@ def _operations(options: dict[str, Any],
     common = {"500": _ref("ServerError"), "503": _ref("DatabaseUnavailable")}
     bad_token = {"401": _ref("NotAuthenticated")}
     not_acceptable = {"406": _error("No representation satisfies the Accept header.")}
+    keyed = {"409": _error("Another request with this Idempotency-Key is being written; "
+                           "retry it for its answer.", "Retry-After"),
+             "422": _error("This Idempotency-Key was used for a different request (method, "
+                           "path or body).")}
     refused = {"400": _ref("BadRequest"), "401": _ref("NotAuthenticated"),
                "403": _error("Not permitted for this user."),
                "413": _error("The request body is too large."),
@@ -249,13 +258,17 @@ def _operations(options: dict[str, Any],
             "post": {
                 "tags": ["comments"], "operationId": "createComment",
                 "summary": "Add a comment or a reply as the signed-in user.",
-                "security": signed_in,
-                "requestBody": _body("NewComment", "JSON or form fields; others are ignored."),
+                "security": signed_in, "parameters": ["IdempotencyKey"],
+                "requestBody": _body("NewComment", "JSON or form fields; others are ignored. "
+                                     "A form may carry its Idempotency-Key in the field "
+                                     "idempotency_key."),
                 "responses": {
-                    "201": {"description": "The new comment, as lists show it to its author.",
+                    "201": {"description": "The new comment, as lists show it to its author "
+                                           "(or the first answer to this Idempotency-Key).",
                             "content": {**_json("Comment"), **_PAGE},
-                            "headers": _header_refs("Location", "Allow", "Vary")},
-                    **refused, **not_acceptable,
+                            "headers": _header_refs("Location", "Allow", "Vary",
+                                                    "Idempotent-Replayed")},
+                    **refused, **not_acceptable, **keyed,
                     "429": _error("Too many posts by this user.", "Retry-After"),
                     **common,
                 },
@@ -273,21 +286,25 @@ def _operations(options: dict[str, Any],
             "patch": {
                 "tags": ["comments"], "operationId": "markComment",
                 "summary": "Mark read or unread (the owner of what was commented on).",
-                "security": signed_in, "parameters": [detail_parameter],
+                "security": signed_in, "parameters": [detail_parameter, "IdempotencyKey"],
                 "requestBody": _body("ReadFlag", "is_read only; naming another field is 400."),
                 "responses": {"200": {"description": "The comment.", "content": _json("Comment"),
-                                      "headers": _header_refs("Allow", "Vary")},
-                              **refused, "404": _error("No such comment."), **common},
+                                      "headers": _header_refs("Allow", "Vary",
+                                                              "Idempotent-Replayed")},
+                              **refused, "404": _error("No such comment."), **keyed,
+                              **common},
             },
             "delete": {
                 "tags": ["comments"], "operationId": "deleteComment",
                 "summary": "Soft delete (the author or staff); also when already deleted.",
-                "security": signed_in, "parameters": [detail_parameter],
+                "security": signed_in, "parameters": [detail_parameter, "IdempotencyKey"],
                 "responses": {"204": {"description": "Deleted.",
-                                      "headers": _header_refs("Allow", "Vary")},
+                                      "headers": _header_refs("Allow", "Vary",
+                                                              "Idempotent-Replayed")},
+                              "400": _error("A malformed Idempotency-Key."),
                               "401": _ref("NotAuthenticated"),
                               "403": _error("Neither the author nor staff."),
-                              "404": _error("No such comment."), **common},
+                              "404": _error("No such comment."), **keyed, **common},
             },
             "options": _describe("describeComment", parameters=[detail_parameter],
                                  not_found=_error("An id that names no comment (out of "
@@ -392,10 +409,22 @@ def build_document(app: Flask) -> dict[str, Any]:
     spec.components.schema("FieldErrors", _FIELD_ERRORS)
     for name, (description, example) in _HEADERS.items():
         spec.components.header(name, {"description": description,
-                                      "schema": {"type": "string"}, "example": example})
+                                      "schema": {"type": "string"}, "example": example,
+                                      **({"required": False} if name in _SOMETIMES else {})})
     spec.components.parameter("IfNoneMatch", "header", {
         "name": "If-None-Match", "required": False, "schema": {"type": "string"},
         "description": "An ETag from an earlier response (or *): 304 if it is current."})
+    spec.components.parameter("IdempotencyKey", "header", {
+        "name": "Idempotency-Key", "required": False,
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255,
+                   "pattern": "^[ -~]{1,255}$"},
+        "description": "A key of the client's choosing (1 to 255 printable ASCII "
+                       "characters, a UUID say) that makes the write safe to retry: the "
+                       "same user sending it again within IDEMPOTENCY_RETENTION_HOURS (24 "
+                       "by default) with the same method, path and fields gets the first "
+                       "answer, stored verbatim, with Idempotent-Replayed: true, and nothing "
+                       "is written; with another request it is 422. Anything else in it is "
+                       "400."})
     spec.components.security_scheme(SECURITY_SCHEME, {
         "type": "apiKey", "in": "header", "name": "Authorization",
         "description": "Token <key>, with a key made by the create-token command. Mounted "

@@ -70,3 +70,24 @@ CREATE TABLE IF NOT EXISTS commentsvc_list_count (
     n         BIGINT NOT NULL,
     version   BIGINT NOT NULL DEFAULT 1
 );
+
+-- The first answer of each write sent with an Idempotency-Key, per user, so that a retry
+-- gets that answer instead of writing again. Written in the write's own transaction; kept
+-- IDEMPOTENCY_RETENTION_HOURS, then purged. No foreign keys: a key outlives nothing it
+-- names, and must never stop a user or comment from being removed.
+CREATE TABLE IF NOT EXISTS commentsvc_idempotency_key (
+    user_id         BIGINT NOT NULL,
+    idem_key        VARCHAR(255) NOT NULL,
+    method          VARCHAR(10) NOT NULL,
+    target          TEXT NOT NULL,
+    request_digest  VARCHAR(64) NOT NULL,
+    comment_id      BIGINT,
+    status          INTEGER NOT NULL,
+    body            TEXT NOT NULL,
+    location        TEXT,
+    created         TIMESTAMP NOT NULL,
+    PRIMARY KEY (user_id, idem_key)
+);
+
+CREATE INDEX IF NOT EXISTS commentsvc_idempotency_key_created
+    ON commentsvc_idempotency_key (created);

@@ -233,6 +233,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RATE_LIMIT_STORAGE", "memory://", _storage_uri,
             "Where posting counts are kept: memory:// counts in each worker; "
             "redis://host:6379 shares them between workers and machines."),
+    Setting("IDEMPOTENCY_RETENTION_HOURS", 24, _positive_seconds,
+            "Hours a write's Idempotency-Key is remembered: a retry with the key within "
+            "them gets the first answer; older keys are purged (decimals allowed)."),
+    Setting("IDEMPOTENCY_PURGE_SECONDS", 300, _positive_seconds,
+            "How often (seconds) each process purges a batch of expired idempotency keys, "
+            "after a write's response has been sent."),
     Setting("CURRENT_USER", None, _callable,
             "A host site's function returning its signed-in user (an object with id and "
             "optionally username, avatar, is_staff) or None; a dotted name in the "

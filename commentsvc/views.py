@@ -16,6 +16,7 @@ from . import (
     browsable,
     caching,
     description,
+    idempotency,
     negotiation,
     pagination,
     permissions,
@@ -50,8 +51,16 @@ DESCRIPTION = (
     "Comments attached to site objects (user profiles, comic pages), newest first, "
     "in numbered pages. Filter with content_type and object_id."
 )
+
+
+def page_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None,
+                  allow: str = ALLOW) -> Response:
+    """A list page, its post form given a fresh idempotency key (browsable.with_form_key)."""
+    return html_response(browsable.with_form_key(body), status, headers, allow)
+
+
 # How each representation's body becomes a response: (body, status, headers, allow).
-RESPONDERS = {JSON: encoded_response, HTML: html_response}
+RESPONDERS = {JSON: encoded_response, HTML: page_response}
 
 
 def display_options(viewer: auth.Viewer | None = None) -> Display:
@@ -226,27 +235,42 @@ class CommentListView(MethodView):
         Fields are checked first, then the target and parent inside the writers' lock,
         then the user's posting limit; any refusal writes nothing. How the answer is
         rendered is settled before anything is written (an unsatisfiable Accept is 406).
+        With an Idempotency-Key, a retry gets the first answer instead (idempotency).
         """
         req = request._get_current_object()
         options = settings.current()
         representation = negotiation.choose(req)
         viewer = signed_in(req, options)
-        fields = loaded(options["NEW_COMMENT_SCHEMA"],
-                        request_body.read_fields(req, options["MAX_REQUEST_BYTES"]))
+        raw = request_body.read_fields(req, options["MAX_REQUEST_BYTES"])
+        key = idempotency.key_of(req, raw)
+        fields = loaded(options["NEW_COMMENT_SCHEMA"], raw)
+        write = idempotency.keyed(req, key, viewer.id, fields)
         with writing(get_engine()) as conn:
-            auth.ensure_user(conn, viewer)
-            posting.check(conn, fields)
-            options["POST_LIMITER"].take(viewer.id)
-            comment = store.one(conn, posting.write(conn, viewer.id, fields),
-                                options["MAX_EMBEDDED_REPLIES"])
+            replay = idempotency.without_deleted_text(conn, idempotency.find(
+                conn, write, options["IDEMPOTENCY_RETENTION_HOURS"]))
+            if replay is None:
+                auth.ensure_user(conn, viewer)
+                posting.check(conn, fields)
+                options["POST_LIMITER"].take(viewer.id)
+                comment = store.one(conn, posting.write(conn, viewer.id, fields),
+                                    options["MAX_EMBEDDED_REPLIES"])
+                location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
+                payload = shown(comment, viewer)
+                idempotency.remember(conn, write, 201, payload, location, comment.id)
         replicas.wrote(options, viewer.id)
-        location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
+        if replay is not None:
+            payload, location = replay.payload(), replay.location
+        headers = replay.headers() if replay else {"Location": location}
         if representation == HTML:
-            return html_response(browsable.comment_page(
-                req, shown(comment, viewer), method="POST", status=201, viewer=viewer,
-                json_headers=json_headers({"Location": location}),
-                name="Comment posted", summary=DETAIL_DESCRIPTION), 201, {"Location": location})
-        return api_response(shown(comment, viewer), 201, {"Location": location})
+            response = html_response(browsable.comment_page(
+                req, payload, method="POST", status=201, viewer=viewer,
+                json_headers=json_headers(headers),
+                name="Comment posted", summary=DETAIL_DESCRIPTION), 201, headers)
+        elif replay is not None:
+            response = encoded_response(replay.body, 201, headers)
+        else:
+            response = api_response(payload, 201, headers)
+        return after_keyed_write(response, write, replay, options)
 
     def options(self) -> Response:
         """Describe the endpoint: its name, purpose, what it renders and parses, and for a
@@ -299,32 +323,50 @@ class CommentDetailView(MethodView):
         return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
 
     def patch(self, comment_id: int) -> Response:
-        """Set ``is_read``: only the owner of what was commented on may (staff for pages)."""
+        """Set ``is_read``: only the owner of what was commented on may (staff for pages).
+        With an Idempotency-Key, a retry gets the first answer."""
         req = request._get_current_object()
         options = settings.current()
         viewer = signed_in(req, options)
-        is_read = loaded(options["READ_FLAG_SCHEMA"], request_body.read_fields(
-            req, options["MAX_REQUEST_BYTES"]))["is_read"]
+        raw = request_body.read_fields(req, options["MAX_REQUEST_BYTES"])
+        key = idempotency.key_of(req, raw)
+        is_read = loaded(options["READ_FLAG_SCHEMA"], raw)["is_read"]
+        write = idempotency.keyed(req, key, viewer.id, {"is_read": is_read})
         with writing(get_engine()) as conn:
-            facts = existing(conn, comment_id)
-            if not permissions.can_mark_read(viewer, facts.content_type, facts.object_id):
-                raise PermissionDenied()
-            store.set_read(conn, comment_id, is_read)
-            comment = store.one(conn, comment_id, options["MAX_EMBEDDED_REPLIES"])
+            replay = idempotency.find(conn, write, options["IDEMPOTENCY_RETENTION_HOURS"])
+            if replay is None:
+                facts = existing(conn, comment_id)
+                if not permissions.can_mark_read(viewer, facts.content_type, facts.object_id):
+                    raise PermissionDenied()
+                store.set_read(conn, comment_id, is_read)
+                comment = store.one(conn, comment_id, options["MAX_EMBEDDED_REPLIES"])
+                payload = shown(comment, viewer)
+                idempotency.remember(conn, write, 200, payload, None, comment_id)
         replicas.wrote(options, viewer.id)
-        return api_response(shown(comment, viewer), allow=DETAIL_ALLOW)
+        if replay is not None:
+            return encoded_response(replay.body, 200, replay.headers(), allow=DETAIL_ALLOW)
+        return after_keyed_write(api_response(payload, allow=DETAIL_ALLOW), write, replay,
+                                 options)
 
     def delete(self, comment_id: int) -> Response:
-        """Soft-delete: the author or staff only; 204, also when it was already deleted."""
+        """Soft-delete: the author or staff only; 204, also when it was already deleted.
+        With an Idempotency-Key, a retry gets the first answer."""
+        req = request._get_current_object()
         options = settings.current()
-        viewer = signed_in(request._get_current_object(), options)
+        viewer = signed_in(req, options)
+        write = idempotency.keyed(req, idempotency.key_of(req), viewer.id)
         with writing(get_engine()) as conn:
-            facts = existing(conn, comment_id)
-            if not permissions.can_delete(viewer, facts.author_id):
-                raise PermissionDenied()
-            store.soft_delete(conn, comment_id)
+            replay = idempotency.find(conn, write, options["IDEMPOTENCY_RETENTION_HOURS"])
+            if replay is None:
+                facts = existing(conn, comment_id)
+                if not permissions.can_delete(viewer, facts.author_id):
+                    raise PermissionDenied()
+                store.soft_delete(conn, comment_id)
+                idempotency.remember(conn, write, 204, None, None, comment_id)
         replicas.wrote(options, viewer.id)
-        return api_response(None, 204, allow=DETAIL_ALLOW)
+        headers = replay.headers() if replay else None
+        return after_keyed_write(api_response(None, 204, headers, allow=DETAIL_ALLOW), write,
+                                 replay, options)
 
     def options(self, comment_id: int) -> Response:
         """Describe the endpoint, as the collection's OPTIONS does (no POST fields here)."""
@@ -333,6 +375,15 @@ class CommentDetailView(MethodView):
         viewer = viewer_of(req, settings.current())
         return described_response(req, description.describe("Comment", DETAIL_DESCRIPTION),
                                   representation, viewer, DETAIL_ALLOW)
+
+
+def after_keyed_write(response: Response, write: idempotency.Keyed | None,
+                      replay: idempotency.Stored | None, options: dict) -> Response:
+    """A keyed write that was stored (not replayed) may be this process's turn to purge
+    expired keys, after its response is sent (idempotency.PurgeSchedule)."""
+    if write is None or replay is not None:
+        return response
+    return options["IDEMPOTENCY_PURGE"].after(response, get_engine())
 
 
 def existing(conn: Connection, comment_id: int) -> store.CommentFacts:

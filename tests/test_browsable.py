@@ -367,7 +367,7 @@ def test_the_post_form_is_built_from_the_post_fields(client, community):
                       headers=community.auth("bob")).get_data(as_text=True)
     form = page.split('<section class="post" id="post">', 1)[1].split("</form>", 1)[0]
     assert '<form method="post" action="/api/comments/?format=api">' in form
-    assert re.findall(r'name="([a-z_]+)"', form) == list(FIELDS)
+    assert re.findall(r'name="([a-z_]+)"', form) == [*FIELDS, "idempotency_key"]
     assert '<option value="comics.comicpage" selected>' in form
     assert 'name="object_id" type="text" inputmode="numeric" pattern="-?[0-9]+" value="10"' \
         in form

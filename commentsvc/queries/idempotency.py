@@ -1,0 +1,32 @@
+"""SQL of idempotency keys: the first answer of a keyed write, kept for its retries."""
+
+from __future__ import annotations
+
+from sqlalchemy import DateTime, bindparam, text
+
+# The stored answer of one user's key (primary key).
+FIND_KEY = text("""
+    SELECT method, target, request_digest, comment_id, status, body, location, created
+    FROM commentsvc_idempotency_key WHERE user_id = :user_id AND idem_key = :idem_key
+""").columns(created=DateTime())
+
+# Written in the same transaction as the write it answers: it exists iff that committed.
+ADD_KEY = text("""
+    INSERT INTO commentsvc_idempotency_key
+        (user_id, idem_key, method, target, request_digest, comment_id, status, body,
+         location, created)
+    VALUES (:user_id, :idem_key, :method, :target, :request_digest, :comment_id, :status,
+            :body, :location, :created)
+""").bindparams(bindparam("created", type_=DateTime()))
+
+# A key found past its retention, dropped so that it can be used again (primary key).
+DROP_KEY = text("""
+    DELETE FROM commentsvc_idempotency_key WHERE user_id = :user_id AND idem_key = :idem_key
+""")
+
+# At most :batch keys older than :cutoff, oldest first (index on created).
+PURGE_BATCH = text("""
+    DELETE FROM commentsvc_idempotency_key WHERE (user_id, idem_key) IN (
+        SELECT user_id, idem_key FROM commentsvc_idempotency_key
+        WHERE created < :cutoff ORDER BY created LIMIT :batch)
+""").bindparams(bindparam("cutoff", type_=DateTime()))
