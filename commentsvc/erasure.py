@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
+from . import idempotency
 from .lists import lists_of
 from .queries import erasure as q
 from .queries import writes
@@ -58,6 +59,7 @@ def erase_user(conn: Connection, user_id: int) -> Erased | None:
     comments = conn.execute(q.ERASE_COMMENTS, {"id": user_id}).rowcount
     conn.execute(q.ANONYMISE_USER, {"id": user_id, "username": placeholder_name(user_id)})
     tokens = conn.execute(q.REVOKE_TOKENS, {"id": user_id}).rowcount
+    idempotency.forget_user(conn, user_id)  # stored answers hold their text and name
     if keys:  # what those lists show changed: new ETags
         conn.execute(writes.BUMP_VERSIONS, {"list_keys": sorted(keys)})
     return Erased(user_id, comments, tokens)

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -178,6 +179,57 @@ def without_deleted_text(conn: Connection, answer: Stored | None) -> Stored | No
     payload = answer.payload()
     payload.update(body="", is_deleted=True)
     return replace(answer, body=orjson.dumps(payload))
+
+
+def forget_text(conn: Connection, comment_ids: Collection[int]) -> int:
+    """Take these comments' text out of every stored answer that holds it, in the
+    caller's transaction; how many answers were rewritten.
+
+    A deleted comment's text must leave the database, the key table included. The
+    answer stays (a retry is still a replay, not a second write), showing each of these
+    comments as a deleted one is shown, wherever it appears (a root's answer carries its
+    replies).
+    """
+    ids = set(comment_ids)
+    if not ids:
+        return 0
+    rewritten = 0
+    for row in conn.execute(sql.ANSWERS_HOLDING, {"ids": sorted(ids)}).all():
+        if not row.body:
+            continue
+        payload = orjson.loads(row.body)
+        if _blank(payload, ids):
+            conn.execute(sql.REWRITE_ANSWER, {"body": orjson.dumps(payload).decode("utf-8"),
+                                              "user_id": row.user_id,
+                                              "idem_key": row.idem_key})
+            rewritten += 1
+    return rewritten
+
+
+def forget_user(conn: Connection, user_id: int) -> int:
+    """For erasure: drop the user's own keys, and the answers others were given that show
+    the user's comments (their text and their name); how many keys were dropped.
+
+    Those others' answers are to marking read or deleting, which do the same when sent
+    again, so nothing is written twice for want of them; a post's answer shows only the
+    poster's own new comment.
+    """
+    return conn.execute(sql.DROP_KEYS_SHOWING_USER, {"user_id": user_id}).rowcount
+
+
+def _blank(shown: Any, ids: set[int]) -> bool:
+    """Show every comment of ``ids`` inside ``shown`` as deleted; whether any was."""
+    changed = False
+    if isinstance(shown, dict):
+        if shown.get("id") in ids and ("body" in shown or "is_deleted" in shown):
+            changed = shown.get("body") != "" or shown.get("is_deleted") is not True
+            shown.update(body="", is_deleted=True)
+        for value in shown.values():
+            changed = _blank(value, ids) or changed
+    elif isinstance(shown, list):
+        for value in shown:
+            changed = _blank(value, ids) or changed
+    return changed
 
 
 def remember(conn: Connection, write: Keyed | None, status: int, payload: Any,

@@ -362,6 +362,7 @@ class CommentDetailView(MethodView):
                 if not permissions.can_delete(viewer, facts.author_id):
                     raise PermissionDenied()
                 store.soft_delete(conn, comment_id)
+                idempotency.forget_text(conn, [comment_id])
                 idempotency.remember(conn, write, 204, None, None, comment_id)
         replicas.wrote(options, viewer.id)
         headers = replay.headers() if replay else None

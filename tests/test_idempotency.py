@@ -91,11 +91,14 @@ def test_a_replay_never_sends_the_text_of_a_comment_deleted_since(app, client, c
     assert client.delete(first.headers["Location"],
                          headers=community.auth("ann")).status_code == 204
     rename_ann(app)
+    comments = query(app, "SELECT count(*) FROM commentsvc_comment")[0][0]
     again = post(client, community, "k-2d", body="taken back")
     assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
     assert again.headers["Location"] == first.headers["Location"]
     assert again.get_json() == {**first.get_json(), "body": "", "is_deleted": True}
-    assert stored_with_body(app, "taken back") == 1
+    # nothing written again (and deletion took the text out of the comment's row)
+    assert query(app, "SELECT count(*) FROM commentsvc_comment")[0][0] == comments
+    assert stored_with_body(app, "taken back") == 0
 
 
 def test_keys_belong_to_a_user(app, client, community):
@@ -395,3 +398,55 @@ def test_a_form_sent_twice_posts_once(app, client, community):
     assert client.post(URL + "?format=api", data=form,
                        headers=community.auth("bob")).status_code == 201
     assert stored_with_body(app, "double click") == 2
+
+
+def stored_answers(app) -> str:
+    """Every stored answer's body, joined: what the key table holds of people's text."""
+    return "\n".join(row[0] for row in query(app, "SELECT body FROM commentsvc_idempotency_key"))
+
+
+def test_deleting_a_comment_takes_its_text_out_of_the_key_table(app, client, community):
+    first = post(client, community, "k-gone", body="words to forget")
+    assert "words to forget" in stored_answers(app)
+    assert client.delete(first.headers["Location"],
+                         headers=community.auth("ann")).status_code == 204
+    assert "words to forget" not in stored_answers(app)
+    again = post(client, community, "k-gone", body="words to forget")
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_json() == {**first.get_json(), "body": "", "is_deleted": True}
+    assert stored_with_body(app, "words to forget") == 0  # the comment's own row too
+
+
+def test_deleting_a_reply_takes_its_text_out_of_its_roots_stored_answers(app, client,
+                                                                         community):
+    profile = {"content_type": "users.user", "object_id": 1}  # ann's profile: ann marks read
+    root = post(client, community, name="bob", body="a root", **profile).get_json()
+    reply = post(client, community, name="carol", body="a reply to forget", parent=root["id"],
+                 **profile).get_json()
+    headers = {**community.auth("ann"), "Idempotency-Key": "read-root"}
+    marked = client.patch(f"{URL}{root['id']}/", json={"is_read": True}, headers=headers)
+    assert marked.status_code == 200
+    assert "a reply to forget" in stored_answers(app)
+    assert client.delete(f"{URL}{reply['id']}/",
+                         headers=community.auth("carol")).status_code == 204
+    assert "a reply to forget" not in stored_answers(app)
+    assert "a root" in stored_answers(app)  # the root's own text stays
+    again = client.patch(f"{URL}{root['id']}/", json={"is_read": True}, headers=headers)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    shown_reply = again.get_json()["replies"][0]
+    assert shown_reply["id"] == reply["id"]
+    assert (shown_reply["body"], shown_reply["is_deleted"]) == ("", True)
+
+
+def test_erasing_a_user_drops_every_stored_answer_showing_them(app, client, community,
+                                                               runner):
+    profile = {"content_type": "users.user", "object_id": 1}
+    mine = post(client, community, "bob-1", name="bob", body="words of bob", **profile)
+    other = post(client, community, "carol-1", name="carol", body="words of carol", **profile)
+    read = client.patch(f"{URL}{mine.get_json()['id']}/", json={"is_read": True},
+                        headers={**community.auth("ann"), "Idempotency-Key": "ann-read"})
+    assert read.status_code == 200 and other.status_code == 201
+    assert runner.invoke(args=["erase-user", "2"]).exit_code == 0
+    kept = stored_answers(app)
+    assert "words of bob" not in kept and '"bob"' not in kept
+    assert "words of carol" in kept  # another user's answer about her own comment stays

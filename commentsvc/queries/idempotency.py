@@ -30,3 +30,29 @@ PURGE_BATCH = text("""
         SELECT user_id, idem_key FROM commentsvc_idempotency_key
         WHERE created < :cutoff ORDER BY created LIMIT :batch)
 """).bindparams(bindparam("cutoff", type_=DateTime()))
+
+# Stored answers that may hold these comments' text: those of the comments themselves and
+# of their threads' roots (a root's answer carries its replies). Primary-key lookups of
+# the comments, then the answers by comment id (no index: a scan of a table that holds a
+# day of keyed writes).
+ANSWERS_HOLDING = text("""
+    SELECT user_id, idem_key, method, body FROM commentsvc_idempotency_key
+    WHERE comment_id IN :ids OR comment_id IN (
+        SELECT parent_id FROM commentsvc_comment WHERE id IN :ids AND parent_id IS NOT NULL)
+""").bindparams(bindparam("ids", expanding=True))
+
+# One stored answer rewritten (primary key).
+REWRITE_ANSWER = text("""
+    UPDATE commentsvc_idempotency_key SET body = :body
+    WHERE user_id = :user_id AND idem_key = :idem_key
+""")
+
+# For erasure: the user's own keys, and the answers others were given that show one of the
+# user's comments, or a thread root carrying one as a reply (scans: erasure is rare).
+DROP_KEYS_SHOWING_USER = text("""
+    DELETE FROM commentsvc_idempotency_key
+    WHERE user_id = :user_id
+       OR comment_id IN (SELECT id FROM commentsvc_comment WHERE author_id = :user_id)
+       OR comment_id IN (SELECT parent_id FROM commentsvc_comment
+                         WHERE author_id = :user_id AND parent_id IS NOT NULL)
+""")
