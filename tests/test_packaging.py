@@ -48,8 +48,9 @@ def installed(wheel, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     The dependencies come from the test's own environment.
     """
     prefix = tmp_path_factory.mktemp("prefix")
+    # --ignore-installed: the environment's own (editable) install stays as it is.
     done = run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
-               "--prefix", prefix, wheel)
+               "--ignore-installed", "--prefix", prefix, wheel)
     assert done.returncode == 0, done.stderr
     (site_packages,) = prefix.glob("lib/python*/site-packages")
     env = {**os.environ, "PYTHONPATH": str(site_packages)}
