@@ -10,15 +10,17 @@ DEMO_TARGETS ?= 40
 
 .PHONY: install run serve test lint bench bench-full soak clean-demo
 
-$(BIN)/.installed: requirements.txt
+$(BIN)/.installed: requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps --editable .   # the package itself, and the commentsvc command
 	touch $@
 
 install: $(BIN)/.installed
 
 run: install
+	@$(BIN)/python -m commentsvc.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make run"
 	$(BIN)/flask --app app init-db
 	$(BIN)/flask --app app seed --if-empty --comments $(DEMO_COMMENTS) --targets $(DEMO_TARGETS) --seed 1
 	@echo "Serving comments at http://$(HOST):$(PORT)/api/comments/"
@@ -27,6 +29,7 @@ run: install
 # Production: nginx (buffering, slow-client timeouts, JSON errors) in front of gunicorn
 # on a private unix socket, both stopped together (commentsvc/serving.py).
 serve: install
+	@$(BIN)/python -m commentsvc.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make serve"
 	$(BIN)/flask --app app init-db
 	$(BIN)/python -m commentsvc.serving --host $(HOST) --port $(PORT) --workers $(WORKERS)
 

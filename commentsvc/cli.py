@@ -7,13 +7,17 @@ Each command runs in one transaction: it either finishes or leaves the database 
 from __future__ import annotations
 
 import os
+import stat
 import sys
+import time
 from typing import IO
 
 import click
 from flask.cli import with_appcontext
 
-from . import auth, db, demo, erasure, idempotency, interchange, settings
+from . import auth, db, demo, erasure, idempotency, interchange, progress, settings
+from .queries import interchange as q
+from .startup import StartupError
 
 
 def _engine():
@@ -23,9 +27,12 @@ def _engine():
 @click.command("init-db")
 @with_appcontext
 @click.option("--drop", is_flag=True, help="Drop the service's tables first (loses data).")
-def init_db_command(drop: bool) -> None:
+@click.option("--yes", is_flag=True, help="Drop without asking (--drop on no terminal).")
+def init_db_command(drop: bool, yes: bool) -> None:
     """Create the tables and indexes that do not exist yet; blank the text of comments
     deleted before deletion removed it."""
+    if drop and not yes:
+        _confirm_drop()
     with _engine().begin() as conn:
         db.without_statement_timeout(conn)
         if drop:
@@ -34,7 +41,21 @@ def init_db_command(drop: bool) -> None:
         blanked = erasure.blank_deleted(conn)
     if blanked:
         click.echo(f"Removed the text of {blanked} deleted comment(s).")
-    click.echo("Database schema ready.")
+    click.echo("Dropped the service's tables; database schema ready." if drop
+               else "Database schema ready.")
+
+
+def _confirm_drop() -> None:
+    """Ask before ``init-db --drop`` deletes everything; refuse (exit 2) when no one can
+    be asked."""
+    question = ("init-db --drop deletes every comment, user, comic page and key of the "
+                "service. Go on?")
+    if not sys.stdin.isatty():
+        raise StartupError("init-db --drop deletes every comment, user and key of the "
+                           "service; nobody is at a terminal to confirm: add --yes.")
+    if not click.confirm(question, default=False):
+        click.echo("Nothing dropped.", err=True)
+        sys.exit(1)
 
 
 @click.command("import")
@@ -47,10 +68,12 @@ def import_command(file: IO[bytes], workers: int) -> None:
     """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
     try:
         # The writer's lock: positions are renumbered, so no API write may interleave.
-        with db.writing(_engine(), unlimited=True, bulk=True) as conn:
+        with db.writing(_engine(), unlimited=True, bulk=True) as conn, \
+                progress.bar(_size(file), f"Importing {file.name}") as advance:
             db.create_schema(conn)
             erasure.blank_deleted(conn)  # stored rows must compare as the file's do
-            report = interchange.load(conn, file, workers=workers)
+            lines = progress.counting(file, advance, size=len)  # the bar counts bytes
+            report = interchange.load(conn, lines, workers=workers)
     except interchange.ImportFailed as exc:
         click.echo(f"Import failed: {exc}", err=True)
         sys.exit(1)
@@ -66,11 +89,28 @@ def export_command(file: IO[str]) -> None:
     are (a REPEATABLE READ transaction on PostgreSQL, one transaction on SQLite)."""
     # The isolation level is set before the first statement, which begins the
     # transaction; set afterwards it would come too late for that transaction.
+    started = time.monotonic()
     with db.snapshot(_engine()) as conn:
         db.without_statement_timeout(conn)
-        for line in interchange.dump(conn):
-            file.write(line)
+        total = sum(conn.execute(q.RECORD_COUNTS).one()) if progress.on_terminal() else None
+        written = 0
+        with progress.bar(total, "Exporting") as advance:
+            for line in progress.counting(interchange.dump(conn), advance):
+                file.write(line)
+                written += 1
         file.write("")  # the lazy file is created on first write: an empty export too
+    # On stderr: the records themselves may be going to standard output.
+    click.echo(f"Exported {written:,} records to {file.name} in "
+               f"{time.monotonic() - started:.1f} s.", err=True)
+
+
+def _size(file: IO[bytes]) -> int | None:
+    """Bytes in ``file`` when it is a regular file (not a pipe): the import bar's length."""
+    try:
+        status = os.fstat(file.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
 
 
 @click.command("seed")

@@ -24,6 +24,7 @@ import click
 from sqlalchemy.engine import Connection
 
 from . import bulk, loading, settings, store
+from . import progress as show_progress
 from .interchange import PAGE_TYPE, USER_TYPE
 from .queries import interchange as q
 
@@ -49,8 +50,9 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
          hot_share: float = 0.0) -> str:
     """Add demo users, comic pages and ``comments`` comments on ``targets`` targets.
 
-    Returns a one-line summary. ``progress`` (default: above PROGRESS_THRESHOLD comments)
-    draws a bar on stderr; ``content_types`` defaults to the app's configured ones.
+    Returns a one-line summary. ``progress`` (default: above PROGRESS_THRESHOLD comments,
+    when stderr is a terminal) draws a bar on stderr; ``content_types`` defaults to the
+    app's configured ones.
     ``hot_share`` gives the most popular target that share of all comments (a viral
     page), on top of the usual long tail; 0 leaves popularity to the long tail alone.
     """
@@ -66,8 +68,10 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     max_user, max_page, max_comment = conn.execute(q.MAX_IDS).one()
 
     n_users = max(user_targets, min(10 + comments // 8, MAX_USERS))
+    # Names already stored (an earlier seeding, an import) are taken too.
+    taken = set(conn.scalars(q.USERNAMES)) if max_user else set()
     bulk.insert_rows(conn, q.USER_TABLE, q.USER_COLUMNS,
-                     _users(rng, words, max_user + 1, n_users))
+                     _users(rng, words, max_user + 1, n_users, taken))
     bulk.insert_rows(conn, q.PAGE_TABLE, q.PAGE_COLUMNS,
                      _pages(rng, words, max_page + 1, page_targets))
 
@@ -79,14 +83,15 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     generator = _CommentGenerator(rng, words, chosen, user_ids, max_comment + 1, hot_share)
     rows: Iterable[tuple] = generator.rows(comments)
     if progress is None:
-        progress = comments > PROGRESS_THRESHOLD
+        progress = comments > PROGRESS_THRESHOLD and show_progress.on_terminal()
     with loading.deferred_indexes(conn) as first_load:
         if progress:
             with click.progressbar(length=comments, label="Seeding comments",
                                    file=sys.stderr) as bar:
                 bulk.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS,
                                  _reporting(rows, bar.update))
-            click.echo("Building indexes and counting lists...", err=True)
+            click.echo("Building indexes and counting lists..." if first_load
+                       else "Numbering the lists again (the indexes were kept)...", err=True)
         else:
             bulk.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS, rows)
     if first_load:
@@ -130,10 +135,10 @@ def _zipf_weights(n: int, exponent: float) -> list[float]:
     return list(accumulate(1.0 / (rank ** exponent) for rank in range(1, n + 1)))
 
 
-def _users(rng: random.Random, words: dict[str, Any], first_id: int,
-           n: int) -> Iterator[tuple[int, str, str | None]]:
-    """(id, username, avatar) rows; names are unique within one seeding."""
-    seen: set[str] = set()
+def _users(rng: random.Random, words: dict[str, Any], first_id: int, n: int,
+           taken: set[str] | None = None) -> Iterator[tuple[int, str, str | None]]:
+    """(id, username, avatar) rows; names are unique, also against ``taken`` ones."""
+    seen: set[str] = set() if taken is None else taken
     for uid in range(first_id, first_id + n):
         base = name = _username(rng, words)
         copy = 1

@@ -32,8 +32,9 @@ from pathlib import Path
 
 import click
 
-from . import front, settings
+from . import front, ports, settings, startup
 from .parent_death import end_with_parent
+from .startup import StartupError
 
 APP = "commentsvc.standalone:create_app()"
 GUNICORN_CONFIG = "gunicorn.conf.py"
@@ -204,7 +205,10 @@ def serve_command(host: str, port: int, workers: int, runtime_dir: Path | None,
     try:
         settings.from_environment()
     except settings.SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise StartupError(startup.explain(exc)) from exc
+    # Before anything starts: a taken port is one line, not nginx failing after gunicorn.
+    ports.check(host, port, f"commentsvc serve --port {port + 1 if port else 8001} "
+                            f"(make serve: PORT={port + 1 if port else 8001} make serve)")
     config = Path(GUNICORN_CONFIG)
     owned = runtime_dir is None
     runtime_dir = Path(tempfile.mkdtemp(prefix="commentsvc-serve-")) if owned else runtime_dir

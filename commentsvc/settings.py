@@ -147,7 +147,11 @@ def _callable(raw: Any) -> Callable[[], Any] | None:
     """A function, or "package.module:function" naming one; empty means none."""
     if raw is None or raw == "":
         return None
-    value = import_string(raw) if isinstance(raw, str) else raw
+    try:
+        value = import_string(raw) if isinstance(raw, str) else raw
+    except ImportError as exc:  # werkzeug's message runs to a dozen lines: keep its cause
+        cause = getattr(exc, "exception", exc)
+        raise ValueError(f"cannot import it ({type(cause).__name__}: {cause})") from exc
     if not callable(value):
         raise ValueError("must be a function (or the dotted name of one)")
     return value

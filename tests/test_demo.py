@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import datetime
 
@@ -15,7 +16,7 @@ from test_interchange import (
     invoke,
 )
 
-from commentsvc import db, demo
+from commentsvc import db, demo, progress
 from conftest import parse_utc
 
 
@@ -139,13 +140,61 @@ def test_single_target_is_a_comic_page(app, runner, tmp_path):
         ("comics.comicpage", next(r["id"] for r in records if r["type"] == "comicpage"))}
 
 
-def test_progress_bar_on_stderr_for_big_seeds(app, runner, monkeypatch):
+def test_progress_bar_on_stderr_for_big_seeds_on_a_terminal(app, runner, monkeypatch):
     monkeypatch.setattr(demo, "PROGRESS_THRESHOLD", 10)
+    monkeypatch.setattr(progress, "on_terminal", lambda: True)
     result = seed(runner, "--comments", "30", "--targets", "2", "--seed", "1")
     assert "Seeding comments" in result.stderr
+    assert "Building indexes and counting lists..." in result.stderr  # a first load
     assert result.stdout.startswith("Seeded ")
+    again = seed(runner, "--comments", "30", "--targets", "2", "--seed", "2")
+    assert "Building indexes" not in again.stderr  # onto comments: the indexes stay
+    assert "Numbering the lists again (the indexes were kept)..." in again.stderr
     quiet = seed(runner, "--comments", "5", "--targets", "2", "--seed", "1")
     assert quiet.stderr == ""
+
+
+def test_off_a_terminal_seed_prints_only_its_summary(app, runner, monkeypatch):
+    monkeypatch.setattr(demo, "PROGRESS_THRESHOLD", 10)
+    result = seed(runner, "--comments", "30", "--targets", "2", "--seed", "1")
+    assert result.stderr == ""
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith("Seeded ")
+
+
+def test_seeding_again_never_repeats_a_username(app, runner, tmp_path):
+    for seed_value in ("1", "1", "2"):  # the same seed draws the same names again
+        seed(runner, "--comments", "400", "--targets", "10", "--seed", seed_value)
+    names = [r["username"] for r in export_records(runner, tmp_path) if r["type"] == "user"]
+    assert len(names) == 3 * 60
+    assert len(set(names)) == len(names)
+
+
+def test_seeding_after_an_import_avoids_its_names(app, runner, tmp_path):
+    path = tmp_path / "users.ndjson"
+    taken = [demo_user["username"] for demo_user in _first_seeded_users(app, tmp_path)]
+    path.write_text("".join(
+        json.dumps({"type": "user", "id": 1000 + k, "username": name, "avatar": None}) + "\n"
+        for k, name in enumerate(taken)), encoding="utf-8")
+    assert import_file(runner, path).exit_code == 0
+    seed(runner, "--comments", "400", "--targets", "10", "--seed", "1")
+    names = [r["username"] for r in export_records(runner, tmp_path) if r["type"] == "user"]
+    assert len(names) == len(taken) + 60 and len(set(names)) == len(names)
+
+
+def _first_seeded_users(app, tmp_path) -> list[dict]:
+    """The users seed 1 makes on an empty database (seeded on a database of its own)."""
+    other = tmp_path / "other.sqlite3"
+    from app import create_app
+
+    fresh = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": f"sqlite:///{other}"})
+    with fresh.app_context(), db.get_engine().begin() as conn:
+        db.create_schema(conn)
+    runner = fresh.test_cli_runner()
+    seed(runner, "--comments", "400", "--targets", "10", "--seed", "1")
+    users = [r for r in export_records(runner, tmp_path) if r["type"] == "user"]
+    with fresh.app_context():
+        db.get_engine().dispose()
+    return users
 
 
 def test_has_comments(app):

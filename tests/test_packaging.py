@@ -48,8 +48,9 @@ def installed(wheel, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     The dependencies come from the test's own environment.
     """
     prefix = tmp_path_factory.mktemp("prefix")
+    # --ignore-installed: the environment's own (editable) install stays as it is.
     done = run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
-               "--prefix", prefix, wheel)
+               "--ignore-installed", "--prefix", prefix, wheel)
     assert done.returncode == 0, done.stderr
     (site_packages,) = prefix.glob("lib/python*/site-packages")
     env = {**os.environ, "PYTHONPATH": str(site_packages)}
@@ -114,3 +115,27 @@ def test_the_installed_package_is_the_one_imported(installed, tmp_path):
                 env=env, cwd=tmp_path)
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(bin_dir.parent)
+
+
+def test_installed_without_database_url_it_names_its_sqlite_file(installed, tmp_path):
+    """The default database of an installed command is a file in the environment's
+    instance folder (Flask's rule for installed packages), and the command says so."""
+    bin_dir, env = installed
+    env = {k: v for k, v in env.items() if k != "DATABASE_URL"}
+    created = run(bin_dir / "commentsvc", "init-db", env=env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    expected = bin_dir.parent / "var" / "commentsvc.standalone-instance" / "commentsvc.sqlite3"
+    assert created.stderr == (f"Database: SQLite file {expected} (the default; set "
+                              "DATABASE_URL to use another)\n")
+    assert expected.is_file()
+    named = run(bin_dir / "commentsvc", "init-db", cwd=tmp_path,
+                env={**env, "DATABASE_URL": f"sqlite:///{tmp_path / 'chosen.sqlite3'}"})
+    assert named.returncode == 0 and named.stderr == ""
+
+
+def test_installed_version_is_commentsvcs(installed, tmp_path):
+    bin_dir, env = installed
+    shown = run(bin_dir / "commentsvc", "--version", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert re.fullmatch(r"commentsvc \d+\.\d+\.\d+ \(Flask [\d.]+, Python [\d.]+\)\n",
+                        shown.stdout)

@@ -447,3 +447,16 @@ MAX_IDS = text("""
            (SELECT COALESCE(MAX(id), 0) FROM commentsvc_comicpage),
            (SELECT COALESCE(MAX(id), 0) FROM commentsvc_comment)
 """)
+
+# Every stored username, so that seeding onto existing users draws no name twice
+# (a sequential scan of commentsvc_user, once per seeding).
+USERNAMES = text("""
+    SELECT username FROM commentsvc_user
+""")
+
+# How many records an export will write, for its progress bar (primary key scans).
+RECORD_COUNTS = text("""
+    SELECT (SELECT COUNT(*) FROM commentsvc_user),
+           (SELECT COUNT(*) FROM commentsvc_comicpage),
+           (SELECT COUNT(*) FROM commentsvc_comment)
+""")

@@ -4,7 +4,7 @@ It keeps everything of its own: its database file, its tables (``host_user``,
 ``blog_post``), its session login and its content type ``blog.post``. The service adds
 its ``commentsvc_*`` tables to the same database and trusts the site's login.
 
-    pip install .                      # or: pip install -r requirements.txt in a checkout
+    make install                       # in a checkout: the dependencies and this package
     flask --app examples/host_site/hostsite.py init-site
     flask --app examples/host_site/hostsite.py run
     # http://127.0.0.1:5000/ ; sign in as ann / ann-secret, then post on /posts/1
@@ -63,7 +63,9 @@ def post_exists(content_type: str, object_id: int) -> bool:
 
 
 PAGE = """<!doctype html><title>{{ title }}</title>
-<p>{% if user %}Signed in as {{ user.name }}. <a href="{{ url_for('logout') }}">Sign out</a>
+<p>{% if user %}Signed in as {{ user.name }}.
+<form method="post" action="{{ url_for('logout') }}" style="display:inline">
+<button>Sign out</button></form>
 {% else %}<a href="{{ url_for('login') }}">Sign in</a>{% endif %}</p>
 <h1>{{ title }}</h1>{{ content }}"""
 
