@@ -78,16 +78,23 @@ def read_snapshot(engine: Engine, work: Callable[[Connection], T]) -> T:
     A pooled connection can have died with the server (a restart, a failover). Rather
     than ping every connection before use, which costs a round trip per request, a read
     that finds its connection gone (SQLAlchemy then drops the pool's others too) simply
-    runs again; reads change nothing, so running twice is safe.
+    runs again; reads change nothing, so running twice is safe. Not when the database
+    did not answer at all (``hung``).
     """
     try:
         with snapshot(engine) as conn:
             return work(conn)
     except DBAPIError as exc:
-        if not exc.connection_invalidated:
+        if not exc.connection_invalidated or hung(exc):
             raise
     with snapshot(engine) as conn:
         return work(conn)
+
+
+def hung(exc: DBAPIError) -> bool:
+    """The database did not answer in time: another connection would wait as long, so
+    the request gives up rather than trying again."""
+    return isinstance(exc.orig, db_deadline.DatabaseNoAnswer)
 
 
 def prepare_engine(engine: Engine) -> None:
@@ -157,7 +164,7 @@ def _locked_writer(engine: Engine, unlimited: bool = False) -> Iterator[Connecti
                                  {"key": POSITIONS_LOCK})
         except DBAPIError as exc:
             conn.close()
-            if attempt == 2 or not exc.connection_invalidated:
+            if attempt == 2 or not exc.connection_invalidated or hung(exc):
                 raise
             continue
         with conn, transaction:

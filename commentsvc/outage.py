@@ -19,6 +19,7 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, ExceptionContext
 
+from . import db_deadline
 from .db_deadline import DatabaseNoAnswer
 
 log = logging.getLogger("commentsvc.database")
@@ -97,8 +98,12 @@ def watch(engine: Engine, fail_fast_seconds: float) -> Outage:
     @event.listens_for(engine, "handle_error")
     def _failed(context: ExceptionContext) -> None:
         reason = unavailable_reason(context)
-        if reason is not None:
-            outage.failed(reason, isinstance(context.original_exception, DatabaseNoAnswer))
+        if reason is None:
+            return
+        hung = isinstance(context.original_exception, DatabaseNoAnswer)
+        outage.failed(reason, hung)
+        if hung:  # other requests' waits on this database are as hopeless
+            db_deadline.give_up_waits(engine)
 
     @event.listens_for(engine, "after_cursor_execute")
     def _answered(*_args) -> None:
@@ -106,6 +111,17 @@ def watch(engine: Engine, fail_fast_seconds: float) -> Outage:
             outage.answered()
 
     return outage
+
+
+def hung(engine: Engine, exc: DatabaseNoAnswer) -> sa_exc.OperationalError:
+    """The error to raise for a deadline that passed on a connection of ``engine`` that
+    SQLAlchemy does not see (the list-state reader's own): recorded as ``handle_error``
+    would record it."""
+    outage = _outages.get(engine)
+    if outage is not None:
+        outage.failed(str(exc), hung=True)
+    db_deadline.give_up_waits(engine)
+    return sa_exc.OperationalError(None, None, exc)
 
 
 def outage_of(engine: Engine) -> Outage | None:
