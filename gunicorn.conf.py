@@ -14,7 +14,7 @@ it exits; ``graceful_timeout`` is how long they may take.
 """
 
 worker_class = "gthread"
-threads = 4
+threads = 8
 timeout = 30
 graceful_timeout = 30
 keepalive = 2
