@@ -170,8 +170,8 @@ def flaky(cluster: PgCluster, database: str, cut_every: float = 0.3,
           frozen_seconds: float = 6, posters: int = 4, args: tuple[str, ...] = (),
           env: dict | None = None) -> Run:
     """Serve ``database`` of ``cluster`` through a relay; while clients post, cut every
-    connection silently each ``cut_every`` s for 10 s, freezing all traffic for
-    ``frozen_seconds`` in the middle; then post until a post succeeds."""
+    connection silently each ``cut_every`` s for 2 s, freeze all traffic for
+    ``frozen_seconds``, cut 2 s more; then post, one at a time, until a post succeeds."""
     name = database.rsplit("/", 1)[1]
     community = prepare(database, comments=200)
     proxy = TcpProxy("127.0.0.1", cluster.port)
@@ -218,7 +218,8 @@ def flaky(cluster: PgCluster, database: str, cut_every: float = 0.3,
         "first_post_ok_after_faults_seconds": round(first_ok, 3) if first_ok else None,
         "posts_until_then": dict(tries), "idle_in_transaction_after": idle,
         "log_lines": len(log),
-        "log_lines_not_json": sum(1 for line in log if not line.startswith("{"))})
+        "log_lines_not_json": sum(1 for line in log if not line.startswith("{")),
+        "log_warnings": [line for line in log if '"WARNING"' in line and '"logger"' in line]})
 
 
 def main() -> int:

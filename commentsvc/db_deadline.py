@@ -139,7 +139,7 @@ def suspended() -> Iterator[None]:
         extensions.set_wait_callback(callback)
 
 
-def limit_for(connection) -> tuple[float | None, _Group | None]:
+def limit_for(connection: extensions.connection) -> tuple[float | None, _Group | None]:
     """Seconds ``connection`` may wait for one answer now (None: as long as it takes), and
     its engine's group (None: not a watched engine's)."""
     if connection.status == extensions.STATUS_SETUP:
@@ -149,7 +149,7 @@ def limit_for(connection) -> tuple[float | None, _Group | None]:
     return _limits.get(connection, (None, None))
 
 
-def wait(connection) -> None:
+def wait(connection: extensions.connection) -> None:
     """psycopg2's wait callback: poll the connection until its operation is done, for at
     most its limit (``limit_for``), and no longer once its engine's waits are given up."""
     limit, group = limit_for(connection)

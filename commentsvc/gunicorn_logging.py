@@ -9,6 +9,7 @@ lines; a log shipper would have to parse two formats. The access log is left as 
 from __future__ import annotations
 
 from gunicorn import glogging
+from gunicorn.config import Config
 
 from .request_log import JsonFormatter
 
@@ -16,7 +17,7 @@ from .request_log import JsonFormatter
 class JsonLogger(glogging.Logger):
     """gunicorn's logger with its error log's handlers formatting JSON lines."""
 
-    def setup(self, cfg) -> None:
+    def setup(self, cfg: Config) -> None:
         super().setup(cfg)
         for handler in self.error_log.handlers:
             handler.setFormatter(JsonFormatter())

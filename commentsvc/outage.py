@@ -1,6 +1,6 @@
 """What a process knows about its database being away: one log line when an outage starts,
 one when it ends (how long, how many requests were answered 503), and a short fail-fast
-window after the database did not answer at all.
+window after the database did not answer at all. Each worker process keeps its own.
 
 An unreachable database fails a request at once (connection refused) or after a deadline
 (a hung server: connect_timeout, or the wait deadline of db_deadline). After a deadline,
@@ -25,6 +25,9 @@ from .db_deadline import DatabaseNoAnswer
 log = logging.getLogger("commentsvc.database")
 
 _outages: weakref.WeakKeyDictionary[Engine, Outage] = weakref.WeakKeyDictionary()
+# An outage ends at the first success this long after its last failure: a network that
+# breaks connections every fraction of a second is one outage, not one per break.
+SETTLE_SECONDS = 1.0
 # Requests answered 503 for an unavailable database, ever, by this process.
 _refused = 0
 _refused_lock = threading.Lock()
@@ -52,6 +55,7 @@ class Outage:
         self.name = name
         self.fail_fast_seconds = fail_fast_seconds
         self.down_since: float | None = None
+        self.last_failure = 0.0
         self.fail_fast_until = 0.0
         self._refused_before = 0
         self._lock = threading.Lock()
@@ -68,6 +72,7 @@ class Outage:
             now = monotonic()
             if hung and self.fail_fast_seconds:
                 self.fail_fast_until = now + self.fail_fast_seconds
+            self.last_failure = now
             if self.down_since is not None:
                 return
             self.down_since = now
@@ -75,11 +80,13 @@ class Outage:
         log.warning("database unavailable (%s): %s", self.name, reason)
 
     def answered(self) -> None:
-        """A statement succeeded: if the database was away, it is back."""
+        """A statement succeeded: if the database was away and has not failed since
+        SETTLE_SECONDS, it is back."""
         with self._lock:
-            if self.down_since is None:
+            now = monotonic()
+            if self.down_since is None or now - self.last_failure < SETTLE_SECONDS:
                 return
-            seconds = monotonic() - self.down_since
+            seconds = now - self.down_since
             refused = _refused - self._refused_before
             self.down_since = None
             self.fail_fast_until = 0.0
