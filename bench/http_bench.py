@@ -44,12 +44,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(app: str, env: dict[str, str], workers: int):
+def gunicorn(app: str, env: dict[str, str], workers: int, worker_class: str = "sync",
+             threads: int = 1):
     """A gunicorn serving ``app`` on a free loopback port; yields its base URL."""
     port = free_port()
     process = subprocess.Popen(
         [GUNICORN, "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-         "--worker-class", "sync", "--log-level", "warning", app],
+         "--worker-class", worker_class, "--threads", str(threads),
+         "--log-level", "warning", app],
         cwd=ROOT, env={**os.environ, **env})
     base = f"http://127.0.0.1:{port}"
     try:
@@ -142,7 +144,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="times every case is measured, the cases taking turns")
     parser.add_argument("--connections", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn sync workers")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--worker-class", default="sync",
+                        help="gunicorn worker class (gunicorn.conf.py serves with gthread)")
+    parser.add_argument("--threads", type=int, default=1, help="threads per gthread worker")
     parser.add_argument("--python-client", action="store_true", help="do not use wrk")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
@@ -156,7 +161,8 @@ def main() -> int:
         urls: dict[str, str] = {}
         for label, cache_mb in (("cache on", "64"), ("cache off", "0")):
             base = servers.enter_context(
-                gunicorn("wsgi:app", {"COMMENTSVC_RESPONSE_CACHE_MB": cache_mb}, args.workers))
+                gunicorn("wsgi:app", {"COMMENTSVC_RESPONSE_CACHE_MB": cache_mb}, args.workers,
+                         args.worker_class, args.threads))
             with urllib.request.urlopen(base + PATH) as response:
                 body = response.read()
             last_page = json.loads(body)["p8n"]["num_pages"]
@@ -167,7 +173,8 @@ def main() -> int:
             urls[f"service page 1, {label}"] = base + PATH
             urls[f"service last page ({last_page}), {label}"] = f"{base}{PATH}?page={last_page}"
         base = servers.enter_context(
-            gunicorn("bench.bare_app:app", {"BENCH_BODY_FILE": str(body_file)}, args.workers))
+            gunicorn("bench.bare_app:app", {"BENCH_BODY_FILE": str(body_file)}, args.workers,
+                         args.worker_class, args.threads))
         urls["bare Flask view, same body"] = base + PATH
 
         # The servers idle while another is measured; taking turns spreads any drift of
@@ -182,7 +189,8 @@ def main() -> int:
 
     cases = {name: median_case(case_runs) for name, case_runs in runs.items()}
     ratios = {name: round(statistics.median(values), 3) for name, values in ratio_runs.items()}
-    report = {"workers": args.workers, "connections": args.connections,
+    report = {"workers": args.workers, "worker_class": args.worker_class,
+              "threads": args.threads, "connections": args.connections,
               "duration_s": args.duration, "rounds": args.rounds, "body_bytes": body_bytes,
               "cases": cases, "ratios": ratios, "ratios_by_round": ratio_runs}
     print(f"{'case (median of rounds)':<42} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "

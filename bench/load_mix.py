@@ -52,9 +52,11 @@ def free_port() -> int:
 
 
 class Gunicorn:
-    """The service under gunicorn (gunicorn.conf.py, sync workers) on a free loopback port."""
+    """The service under gunicorn (gunicorn.conf.py) on a free loopback port; ``args`` are
+    more command-line options (they override the file's)."""
 
-    def __init__(self, database_url: str, workers: int = 2, env: dict | None = None):
+    def __init__(self, database_url: str, workers: int = 2, env: dict | None = None,
+                 args: tuple[str, ...] = ()):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         environ = {**os.environ, "DATABASE_URL": database_url,
@@ -63,7 +65,7 @@ class Gunicorn:
         self.process = subprocess.Popen(
             [str(BIN / "gunicorn"), "--config", str(ROOT / "gunicorn.conf.py"),
              "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers),
-             "--log-level", "warning", "wsgi:app"],
+             "--log-level", "warning", *args, "wsgi:app"],
             cwd=ROOT, env=environ, stderr=self.log)
         deadline = time.monotonic() + 30
         while len(self.workers()) < workers or request(self.base, "GET", LIST).status != 200:

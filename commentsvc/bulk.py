@@ -17,6 +17,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from . import db_deadline
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def insert_rows(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple],
@@ -51,7 +53,7 @@ def _copy(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable
         sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
     source = _CopySource(rows, len(columns), batch_size)
     driver_connection = conn.connection.driver_connection
-    with driver_connection.cursor() as cursor:
+    with driver_connection.cursor() as cursor, db_deadline.suspended():
         cursor.copy_expert(statement, source)
     return source.count
 
@@ -76,7 +78,7 @@ def copy_from_text(conn: Connection, table: str, columns: tuple[str, ...], text:
             raise ValueError(f"not a plain SQL identifier: {name!r}")
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
-    with conn.connection.driver_connection.cursor() as cursor:
+    with conn.connection.driver_connection.cursor() as cursor, db_deadline.suspended():
         cursor.copy_expert(statement, io.StringIO(text), size=_COPY_READ_SIZE)
 
 

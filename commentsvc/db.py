@@ -6,6 +6,7 @@ Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension s
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from sqlalchemy import event, inspect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from . import bulk_lock
+from . import bulk_lock, db_deadline, outage
 
 T = TypeVar("T")
 
@@ -32,7 +33,19 @@ def get_engine() -> Engine:
     engine = ext.engines[current_app.config.get("COMMENTSVC_BIND_KEY")]
     if engine not in _prepared:
         prepare_engine(engine)
+        protect(engine, current_app.extensions["commentsvc"])
+    found = outage.outage_of(engine)
+    if found is not None:
+        found.check()  # right after a deadline passed: 503 at once
     return engine
+
+
+def protect(engine: Engine, options: dict) -> None:
+    """Give the primary engine its wait deadline (db_deadline) and its outage log and
+    fail-fast window (outage), from the app's settings. Safe to call again."""
+    db_deadline.watch(engine, options["DB_RESPONSE_TIMEOUT"],
+                      options["STATEMENT_TIMEOUT_MS"] / 1000)
+    outage.watch(engine, options["DB_FAIL_FAST_SECONDS"])
 
 
 def snapshot(engine: Engine) -> Connection:
@@ -65,16 +78,23 @@ def read_snapshot(engine: Engine, work: Callable[[Connection], T]) -> T:
     A pooled connection can have died with the server (a restart, a failover). Rather
     than ping every connection before use, which costs a round trip per request, a read
     that finds its connection gone (SQLAlchemy then drops the pool's others too) simply
-    runs again; reads change nothing, so running twice is safe.
+    runs again; reads change nothing, so running twice is safe. Not when the database
+    did not answer at all (``hung``).
     """
     try:
         with snapshot(engine) as conn:
             return work(conn)
     except DBAPIError as exc:
-        if not exc.connection_invalidated:
+        if not exc.connection_invalidated or hung(exc):
             raise
     with snapshot(engine) as conn:
         return work(conn)
+
+
+def hung(exc: DBAPIError) -> bool:
+    """The database did not answer in time: another connection would wait as long, so
+    the request gives up rather than trying again."""
+    return isinstance(exc.orig, db_deadline.DatabaseNoAnswer)
 
 
 def prepare_engine(engine: Engine) -> None:
@@ -142,11 +162,13 @@ def _locked_writer(engine: Engine, unlimited: bool = False,
             transaction = conn.begin()
             if unlimited:
                 without_statement_timeout(conn)
-            locked = (engine.dialect.name != "postgresql"
-                      or bulk_lock.take_postgresql(conn, POSITIONS_LOCK, bulk))
+            locked = True
+            if engine.dialect.name == "postgresql":
+                with db_deadline.waiting_for_lock(conn):
+                    locked = bulk_lock.take_postgresql(conn, POSITIONS_LOCK, bulk)
         except DBAPIError as exc:
             conn.close()
-            if attempt == 2 or not exc.connection_invalidated:
+            if attempt == 2 or not exc.connection_invalidated or hung(exc):
                 raise
             continue
         with conn, transaction:
@@ -157,28 +179,49 @@ def _locked_writer(engine: Engine, unlimited: bool = False,
 
 
 def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0,
-                   pre_ping: bool = False) -> dict:
+                   pre_ping: bool = False, response_timeout: float = 0,
+                   idle_in_transaction_ms: int = 0) -> dict:
     """Pool settings that let the service notice a lost database and recover by itself.
 
     No pre-ping by default: readers and writers replace a dead connection themselves (see
     ``read_snapshot`` and ``writing``), without a round trip on every checkout. The
-    statement timeout travels in the connection's start-up packet (``options``), so it
-    costs no round trip either; a PgBouncer in transaction mode refuses that parameter
-    (set the timeout on the database role there, and 0 here).
+    statement and idle-in-transaction timeouts travel in the connection's start-up packet
+    (``options``), so they cost no round trip either; a PgBouncer in transaction mode
+    refuses that parameter (set the timeouts on the database role there, and 0 here).
+    With a ``response_timeout`` the kernel gives up on a silent peer in about as long
+    (keepalives on an idle connection, tcp_user_timeout on unacknowledged data); a server
+    that is up but does not answer is left to db_deadline. SQL parameters (token digests,
+    comment bodies) never appear in an error's text, hence in no log.
     """
     if url.startswith("sqlite"):
-        return {"connect_args": {"timeout": connect_timeout}}
+        return {"connect_args": {"timeout": connect_timeout}, "hide_parameters": True}
     connect_args: dict = {"connect_timeout": connect_timeout}
+    server_options = []
     if statement_timeout_ms:
-        connect_args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
-    return {"pool_recycle": 1800, "pool_pre_ping": pre_ping, "connect_args": connect_args}
+        server_options.append(f"-c statement_timeout={int(statement_timeout_ms)}")
+    if idle_in_transaction_ms:
+        server_options.append(
+            f"-c idle_in_transaction_session_timeout={int(idle_in_transaction_ms)}")
+    if server_options:
+        connect_args["options"] = " ".join(server_options)
+    if response_timeout:
+        idle = max(1, math.ceil(response_timeout / 2))
+        connect_args.update(keepalives=1, keepalives_idle=idle, keepalives_interval=1,
+                            keepalives_count=max(1, math.ceil(response_timeout) - idle),
+                            tcp_user_timeout=int(response_timeout * 1000))
+    return {"pool_recycle": 1800, "pool_pre_ping": pre_ping, "connect_args": connect_args,
+            "hide_parameters": True}
 
 
 def without_statement_timeout(conn: Connection) -> None:
-    """Lift the request's statement timeout for the rest of this transaction (commands:
-    a bulk load or an index build runs far longer than any request should)."""
+    """Lift the request's statement and idle-in-transaction timeouts for the rest of this
+    transaction (commands: a bulk load or an index build runs far longer than any request
+    should, and an import parses between its statements); the client's wait deadline
+    (db_deadline) is lifted with them, until the connection is given back."""
     if conn.dialect.name == "postgresql":
+        db_deadline.lift(conn)
         conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        conn.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
 
 
 def schema_statements() -> list[str]:

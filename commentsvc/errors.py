@@ -15,7 +15,7 @@ from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
-from . import request_log, request_target, settings
+from . import outage, request_log, request_target, settings
 from .responses import allow_for, api_response
 
 log = logging.getLogger("commentsvc")
@@ -122,7 +122,11 @@ def to_response(exc: BaseException) -> Response:
     elif isinstance(exc, HTTPException):
         error = APIError(http_error_detail(exc), status=exc.code or 500)
     elif isinstance(exc, DATABASE_DOWN):
-        log.warning("database unavailable: %s", exc)
+        # An outage is logged once when it starts and once when it ends (outage.py);
+        # anything else (a cancelled statement) gets one line without SQL or parameters.
+        outage.answered_unavailable()
+        if not outage.is_outage_error(exc):
+            log.warning("database error: %s", outage.one_line(exc))
         error = DatabaseUnavailable()
     else:
         # The traceback goes in the request's log line (request_log), never in the body.

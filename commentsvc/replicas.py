@@ -29,6 +29,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
+from . import db_deadline
 from .db import engine_options, get_engine, mark_replica, prepare_engine
 from .shared_cache import Backoff
 
@@ -201,8 +202,10 @@ def set_up(options: dict[str, Any], redis_client: redis.Redis | None) -> None:
     for url in urls:
         engine = create_engine(url, **engine_options(
             url, options["DB_CONNECT_TIMEOUT"], options["STATEMENT_TIMEOUT_MS"],
-            options["POOL_PRE_PING"]))
+            options["POOL_PRE_PING"], options["DB_RESPONSE_TIMEOUT"],
+            options["IDLE_IN_TRANSACTION_TIMEOUT_MS"]))
         prepare_engine(engine)
+        db_deadline.watch(engine, options["DB_RESPONSE_TIMEOUT"])
         mark_replica(engine)
         engines.append(engine)
     options["REPLICAS"] = ReplicaRouter(engines, options["REPLICA_MAX_LAG_SECONDS"],

@@ -227,12 +227,21 @@ class StderrHandler(logging.StreamHandler):
 
 def configure_logging() -> None:
     """Standalone: the ``commentsvc`` loggers (the request log, errors, the standalone app's
-    own) write JSON lines to stderr at INFO. Once per process, so a second app adds nothing.
+    own) write JSON lines to stderr at INFO, SQLAlchemy's at its own level (warnings and
+    errors). Once per process, so a second app adds nothing.
     """
     logger = logging.getLogger("commentsvc")
+    _add_json_handler(logger)
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    # The libraries' warnings and errors with their tracebacks (SQLAlchemy's pool logs
+    # "Exception during reset" when it gives up a dead connection) as JSON lines too,
+    # never Python's plain-text last resort among them.
+    _add_json_handler(logging.getLogger("sqlalchemy"))
+
+
+def _add_json_handler(logger: logging.Logger) -> None:
     if not any(isinstance(handler, StderrHandler) for handler in logger.handlers):
         handler = StderrHandler()
         handler.setFormatter(JsonFormatter())
         logger.addHandler(handler)
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO)

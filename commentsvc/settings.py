@@ -215,6 +215,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STATEMENT_TIMEOUT_MS", 10000, _non_negative_int,
             "Milliseconds a PostgreSQL statement of a request may run before the server "
             "cancels it (answered 503); 0 sends no statement_timeout. Commands lift it."),
+    Setting("IDLE_IN_TRANSACTION_TIMEOUT_MS", 5000, _non_negative_int,
+            "Milliseconds a PostgreSQL session may sit idle inside a transaction before the "
+            "server ends it (and its locks): a backstop for a client that vanished "
+            "mid-write; 0 sends none. Commands lift it."),
+    Setting("DB_RESPONSE_TIMEOUT", 4, _seconds,
+            "Seconds a request waits for any one answer from PostgreSQL (the writers' lock "
+            "may take STATEMENT_TIMEOUT_MS more) before it takes the database for hung: "
+            "the connection is closed and the request answered 503. Also sets TCP "
+            "keepalives and tcp_user_timeout; 0 waits as long as it takes. Installs "
+            "psycopg2's process-wide wait callback, under which psycopg2 refuses COPY on "
+            "other connections of the process."),
+    Setting("DB_FAIL_FAST_SECONDS", 2, _seconds,
+            "After PostgreSQL did not answer within DB_RESPONSE_TIMEOUT (or the connect "
+            "timeout), requests are answered 503 at once for this many seconds, then try "
+            "again; 0 turns it off."),
     Setting("POOL_PRE_PING", False, _flag,
             "Ping each pooled PostgreSQL connection before use; off, a request that finds "
             "its connection dead runs once more on a new one."),

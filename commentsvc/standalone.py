@@ -20,7 +20,7 @@ from flask_sqlalchemy import SQLAlchemy
 
 from . import __version__, comments_api, forwarding, request_log, settings, startup
 from .database_urls import normalise_url
-from .db import engine_options, prepare_engine
+from .db import engine_options, prepare_engine, protect
 from .errors import install_error_handler
 from .ops import ops_api
 from .serving import serve_command
@@ -44,12 +44,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config["SQLALCHEMY_DATABASE_URI"] = url
     app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(
         url, values["DB_CONNECT_TIMEOUT"], values["STATEMENT_TIMEOUT_MS"],
-        values["POOL_PRE_PING"]))
+        values["POOL_PRE_PING"], values["DB_RESPONSE_TIMEOUT"],
+        values["IDLE_IN_TRANSACTION_TIMEOUT_MS"]))
     db.init_app(app)
     with app.app_context():
         prepare_engine(db.engine)
 
     app.register_blueprint(comments_api)
+    with app.app_context():  # the wait deadline and the outage log (settings now known)
+        protect(db.engine, app.extensions["commentsvc"])
     # /healthz, /readyz, /metrics; every path is logged and counted (404s too).
     app.register_blueprint(ops_api)
     request_log.observe(app, "/")

@@ -20,8 +20,9 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
-from . import settings
+from . import outage, settings
 from .db import read_snapshot
+from .db_deadline import DatabaseNoAnswer
 from .queries.listing import LIST_STATE
 from .store import ListState
 
@@ -77,6 +78,8 @@ class ListStateReader:
                 if getattr(exc, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT:
                     self.uses_prepared = False
                 self.discard()
+                if isinstance(exc, DatabaseNoAnswer):  # no answer: another try waits as long
+                    raise outage.hung(self._engine, exc) from exc
                 row = read_snapshot(self._engine, lambda conn: self._read_on(conn, list_key))
         return ListState(row[0], row[1]) if row else ListState(0, 0)
 

@@ -1,8 +1,11 @@
-"""Under steady load on gunicorn: the database stops and comes back, workers restart, and
-no accepted request is dropped, no 201 is lost and no refused write is half-done.
+"""Under steady load on gunicorn: the database stops, hangs or loses its connections and
+comes back, workers restart, and no accepted request is dropped, no 201 is lost and no
+refused write is half-done.
 
 Each test serves a database of its own on a private PostgreSQL cluster (pg_cluster.py),
-which the outage test stops; the shared server is never touched.
+which the outage tests stop (pg_ctl stop, or SIGSTOP for a hung server); the shared server
+is never touched. The hung and flaky runs are bench/db_faults.py's, which prints their
+figures.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import uuid
 import pytest
 from pg_cluster import PgCluster, skip_reason
 
+from bench import db_faults
 from bench.load_mix import Gunicorn, Load, prepare, verify
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
@@ -81,6 +85,55 @@ def test_database_stopped_under_load_is_503_then_service_again(cluster, database
         checks = verify(server.base, database, load)
     assert checks["201 posts stored once"] > 0
     assert checks["refused posts left no row"] > 0
+
+
+def test_a_hung_database_is_503_within_the_deadline_and_healthz_stays_up(cluster, database):
+    """Every process of the cluster SIGSTOPped for 10 s under reads and posts: readers get
+    503 JSON with Retry-After within 5 s, /healthz answers within 1 s throughout, nothing
+    is HTML or unanswered, the service recovers by itself, and the outage is logged once
+    per worker (plus one line when it ends), every line JSON."""
+    run = db_faults.hung(cluster, database, stopped_seconds=10)
+    start, end = run.fault
+    answers = run.answers
+    assert not [a for a in answers + run.health if a.status == 0], "a request got no answer"
+    assert {a.status for a in answers} <= {200, 201, 204, 503}
+    assert not [a for a in answers + run.health if "html" in a.content_type]
+    unavailable = [a for a in answers if a.status == 503]
+    assert unavailable, "the hang was not seen"
+    for answer in unavailable:
+        assert answer.content_type == "application/json"
+        assert answer.json() == {"detail": "The database is unavailable. Try again shortly."}
+        assert answer.retry_after == "3"
+    reads = [a for a in answers if a.kind == "GET" and a.started < end
+             and a.started + a.elapsed > start]
+    assert reads and max(a.elapsed for a in reads) < 5
+    assert {a.status for a in run.health} == {200}
+    assert max(a.elapsed for a in run.health) < 1
+    settled = [a for a in answers if a.started > end + 3]
+    assert settled and not [a for a in settled if a.status == 503]
+    assert run.figures["read_after_run"] == 200
+    assert run.log and all(line.startswith("{") for line in run.log)
+    down = [line for line in run.log if "database unavailable" in line]
+    back = [line for line in run.log if "database back" in line]
+    assert 1 <= len(down) <= 2 and len(back) == len(down)  # 2 workers, each its own state
+
+
+def test_silently_cut_and_frozen_connections_leave_no_transaction_open(cluster, database):
+    """The relay cuts every connection each 0.3 s without telling the server (so a
+    backend mid-write would hold the writers' lock until TCP keepalives, hours) and
+    freezes all traffic for 6 s, under four posting clients. The server ends any session
+    left idle in a transaction (COMMENTSVC_IDLE_IN_TRANSACTION_TIMEOUT_MS, 5 s) with its
+    lock; a backend still queued for the lock is cancelled by the statement timeout
+    (10 s). So a post succeeds within those two of the faults ending, and no backend is
+    left idle in a transaction."""
+    run = db_faults.flaky(cluster, database)
+    figures = run.figures
+    assert figures["first_post_ok_after_faults_seconds"] is not None, figures
+    assert figures["first_post_ok_after_faults_seconds"] < 5 + 10 + 2, figures
+    name = database.rsplit("/", 1)[1]
+    assert wait_for(lambda: cluster.query(db_faults.IDLE_IN_TRANSACTION, (name,))[0] == 0, 10)
+    assert run.log and all(line.startswith("{") for line in run.log)
+    assert {a.status for a in run.answers} <= {200, 201, 204, 503}
 
 
 def test_reload_and_a_terminated_worker_drop_no_request(database):

@@ -195,3 +195,41 @@ def test_mounted_comments_are_logged_and_counted_and_the_hosts_pages_are_not(
     finally:
         with host.app_context():
             db.get_engine().dispose()
+
+
+def test_library_errors_with_their_tracebacks_are_json_lines(client, capsys, monkeypatch):
+    """SQLAlchemy's pool logs "Exception during reset" with a traceback when it gives up a
+    dead connection: one JSON line with the traceback inside, never plain text."""
+    monkeypatch.setattr(logging.root, "handlers", [])  # as under gunicorn
+    capsys.readouterr()
+    try:
+        raise ConnectionError("server closed the connection unexpectedly")
+    except ConnectionError:
+        logging.getLogger("sqlalchemy.pool.impl.QueuePool").error(
+            "Exception during reset or similar", exc_info=True)
+    [text] = capsys.readouterr().err.splitlines()
+    line = json.loads(text)
+    assert (line["level"], line["logger"], line["message"]) == (
+        "ERROR", "sqlalchemy.pool.impl.QueuePool", "Exception during reset or similar")
+    assert line["exc_info"].startswith("Traceback (most recent call last):")
+    assert line["exc_info"].endswith("server closed the connection unexpectedly")
+
+
+def test_gunicorns_own_lines_are_json(capsys):
+    from gunicorn.config import Config
+
+    from commentsvc.gunicorn_logging import JsonLogger
+
+    config = Config()
+    config.set("loglevel", "info")
+    logger = JsonLogger(config)
+    capsys.readouterr()
+    logger.critical("WORKER TIMEOUT (pid:%s)", 1234)
+    try:
+        raise RuntimeError("a worker crashed")
+    except RuntimeError:
+        logger.exception("Error handling request /api/comments/")
+    first, second = (json.loads(text) for text in capsys.readouterr().err.splitlines())
+    assert (first["level"], first["logger"], first["message"]) == (
+        "CRITICAL", "gunicorn.error", "WORKER TIMEOUT (pid:1234)")
+    assert second["exc_info"].endswith("RuntimeError: a worker crashed")
