@@ -15,17 +15,17 @@ any system, checks every half second that its parent is still the one that start
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, TypeVar
+
+from .parent_death import end_with_parent
 
 R = TypeVar("R")
 
@@ -61,21 +61,16 @@ def ordered_map(function: Callable[..., R], items: Iterable[tuple], *, workers: 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 PARENT_CHECK_SECONDS = 0.5
 
 
 def die_with_parent(parent_pid: int) -> None:
     """Worker initializer: end this process as soon as ``parent_pid`` is gone.
 
-    The kernel's signal (Linux) is immediate but follows the parent's thread that started
-    the worker; the watch thread covers other systems and that case.
+    The kernel's signal (Linux, parent_death) is immediate but follows the parent's thread
+    that started the worker; the watch thread covers other systems and that case.
     """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # it died before the request took effect
-        os._exit(1)
+    end_with_parent(signal.SIGKILL, parent_pid)  # already gone: killed right away
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
                      name="commentsvc-parent-watch").start()
 
