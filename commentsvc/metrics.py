@@ -66,9 +66,11 @@ class RequestMetrics:
         """Bind the children of a label combination seen for the first time."""
         label = method if method in METHODS else "other"
         counted = self.requests.labels(label, endpoint, str(status))
+        # The histogram first: with threaded workers another thread may find the counter
+        # the moment it is kept, and goes straight on to the histogram.
+        self._timed.setdefault((label, endpoint), self.duration.labels(label, endpoint))
         if label == method:  # other methods are not kept, so they cannot grow the dict
             self._counted[method, endpoint, status] = counted
-        self._timed.setdefault((label, endpoint), self.duration.labels(label, endpoint))
         return counted
 
 

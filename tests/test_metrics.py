@@ -139,3 +139,21 @@ def _scraped_list_200(base: str) -> float:
                     "method": "GET", "endpoint": "commentsvc.comment_list", "status": "200"}:
                 return sample.value
     return 0.0
+
+
+def test_a_counter_is_shared_between_threads_only_once_its_histogram_is(app):
+    """Threaded workers: a thread that finds a label combination's counter kept goes
+    straight on to its histogram, so the histogram must be kept first (else KeyError, a
+    500, on the first concurrent requests of an endpoint)."""
+    recorder = metrics.RequestMetrics(app)
+    counter_kept_when_histogram_bound = []
+    bind_histogram = recorder.duration.labels
+
+    def labels(*values):
+        counter_kept_when_histogram_bound.append(("GET", "an.endpoint", 200) in recorder._counted)
+        return bind_histogram(*values)
+
+    recorder.duration.labels = labels
+    recorder.record("GET", "an.endpoint", 200, 0.01)
+    recorder.record("GET", "an.endpoint", 200, 0.01)
+    assert counter_kept_when_histogram_bound == [False]
