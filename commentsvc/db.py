@@ -44,7 +44,7 @@ def protect(engine: Engine, options: dict) -> None:
     """Give the primary engine its wait deadline (db_deadline) and its outage log and
     fail-fast window (outage), from the app's settings. Safe to call again."""
     db_deadline.watch(engine, options["DB_RESPONSE_TIMEOUT"],
-                      options["STATEMENT_TIMEOUT_MS"] / 1000)
+                      (options["LOCK_TIMEOUT_MS"] or options["STATEMENT_TIMEOUT_MS"]) / 1000)
     outage.watch(engine, options["DB_FAIL_FAST_SECONDS"])
 
 
@@ -180,12 +180,12 @@ def _locked_writer(engine: Engine, unlimited: bool = False,
 
 def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0,
                    pre_ping: bool = False, response_timeout: float = 0,
-                   idle_in_transaction_ms: int = 0) -> dict:
+                   idle_in_transaction_ms: int = 0, lock_timeout_ms: int = 0) -> dict:
     """Pool settings that let the service notice a lost database and recover by itself.
 
     No pre-ping by default: readers and writers replace a dead connection themselves (see
     ``read_snapshot`` and ``writing``), without a round trip on every checkout. The
-    statement and idle-in-transaction timeouts travel in the connection's start-up packet
+    statement, lock and idle-in-transaction timeouts travel in the connection's start-up packet
     (``options``), so they cost no round trip either; a PgBouncer in transaction mode
     refuses that parameter (set the timeouts on the database role there, and 0 here).
     With a ``response_timeout`` the kernel gives up on a silent peer in about as long
@@ -199,6 +199,8 @@ def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0
     server_options = []
     if statement_timeout_ms:
         server_options.append(f"-c statement_timeout={int(statement_timeout_ms)}")
+    if lock_timeout_ms:
+        server_options.append(f"-c lock_timeout={int(lock_timeout_ms)}")
     if idle_in_transaction_ms:
         server_options.append(
             f"-c idle_in_transaction_session_timeout={int(idle_in_transaction_ms)}")
@@ -214,7 +216,7 @@ def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0
 
 
 def without_statement_timeout(conn: Connection) -> None:
-    """Lift the request's statement and idle-in-transaction timeouts for the rest of this
+    """Lift the request's statement, lock and idle-in-transaction timeouts for the rest of this
     transaction (commands: a bulk load or an index build runs far longer than any request
     should, and an import parses between its statements); the client's wait deadline
     (db_deadline) is lifted with them, until the connection is given back."""
@@ -222,6 +224,7 @@ def without_statement_timeout(conn: Connection) -> None:
         db_deadline.lift(conn)
         conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
         conn.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
+        conn.exec_driver_sql("SET LOCAL lock_timeout = 0")
 
 
 def schema_statements() -> list[str]:

@@ -215,13 +215,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STATEMENT_TIMEOUT_MS", 10000, _non_negative_int,
             "Milliseconds a PostgreSQL statement of a request may run before the server "
             "cancels it (answered 503); 0 sends no statement_timeout. Commands lift it."),
-    Setting("IDLE_IN_TRANSACTION_TIMEOUT_MS", 5000, _non_negative_int,
+    Setting("IDLE_IN_TRANSACTION_TIMEOUT_MS", 2000, _non_negative_int,
             "Milliseconds a PostgreSQL session may sit idle inside a transaction before the "
             "server ends it (and its locks): a backstop for a client that vanished "
             "mid-write; 0 sends none. Commands lift it."),
+    Setting("LOCK_TIMEOUT_MS", 2000, _non_negative_int,
+            "Milliseconds a PostgreSQL statement of a request may wait for a lock (the "
+            "writers' lock above all) before the server gives up (answered 503): a writer "
+            "never queues long behind a stuck one; 0 sends no lock_timeout. Commands lift "
+            "it."),
     Setting("DB_RESPONSE_TIMEOUT", 4, _seconds,
             "Seconds a request waits for any one answer from PostgreSQL (the writers' lock "
-            "may take STATEMENT_TIMEOUT_MS more) before it takes the database for hung: "
+            "may take LOCK_TIMEOUT_MS more) before it takes the database for hung: "
             "the connection is closed and the request answered 503. Also sets TCP "
             "keepalives and tcp_user_timeout; 0 waits as long as it takes. Installs "
             "psycopg2's process-wide wait callback, under which psycopg2 refuses COPY on "

@@ -45,7 +45,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(
         url, values["DB_CONNECT_TIMEOUT"], values["STATEMENT_TIMEOUT_MS"],
         values["POOL_PRE_PING"], values["DB_RESPONSE_TIMEOUT"],
-        values["IDLE_IN_TRANSACTION_TIMEOUT_MS"]))
+        values["IDLE_IN_TRANSACTION_TIMEOUT_MS"], values["LOCK_TIMEOUT_MS"]))
     db.init_app(app)
     with app.app_context():
         prepare_engine(db.engine)

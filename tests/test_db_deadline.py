@@ -64,7 +64,7 @@ def test_the_settings_are_parsed_and_checked():
                       "COMMENTSVC_IDLE_IN_TRANSACTION_TIMEOUT_MS": 750}
     defaults = settings.resolved({})
     assert (defaults["DB_RESPONSE_TIMEOUT"], defaults["DB_FAIL_FAST_SECONDS"],
-            defaults["IDLE_IN_TRANSACTION_TIMEOUT_MS"]) == (4, 2, 5000)
+            defaults["IDLE_IN_TRANSACTION_TIMEOUT_MS"]) == (4, 2, 2000)
     for name, value in (("COMMENTSVC_DB_RESPONSE_TIMEOUT", "-1"),
                         ("COMMENTSVC_DB_RESPONSE_TIMEOUT", "soon"),
                         ("COMMENTSVC_DB_FAIL_FAST_SECONDS", "nan"),
@@ -141,9 +141,9 @@ def test_a_read_the_server_does_not_answer_is_503_within_the_deadline(deadline_a
 
     messages = [r.getMessage() for r in caplog.records if r.name == "commentsvc.database"]
     assert len(messages) == 2, messages
-    assert messages[0].startswith("database unavailable (postgresql://")
+    assert messages[0].startswith("database unavailable (postgresql+psycopg2://")
     assert "did not answer within 0.5 s" in messages[0]
-    assert messages[1].startswith("database back (postgresql://")
+    assert messages[1].startswith("database back (postgresql+psycopg2://")
     assert messages[1].endswith("4 requests answered 503")
 
 

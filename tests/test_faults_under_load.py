@@ -122,14 +122,15 @@ def test_silently_cut_and_frozen_connections_leave_no_transaction_open(cluster, 
     """The relay cuts every connection each 0.3 s without telling the server (so a
     backend mid-write would hold the writers' lock until TCP keepalives, hours) and
     freezes all traffic for 6 s, under four posting clients. The server ends any session
-    left idle in a transaction (COMMENTSVC_IDLE_IN_TRANSACTION_TIMEOUT_MS, 5 s) with its
-    lock; a backend still queued for the lock is cancelled by the statement timeout
-    (10 s). So a post succeeds within those two of the faults ending, and no backend is
-    left idle in a transaction."""
+    left idle in a transaction (COMMENTSVC_IDLE_IN_TRANSACTION_TIMEOUT_MS, 2 s) with its
+    lock; a backend still queued for the lock gives up after the lock timeout
+    (COMMENTSVC_LOCK_TIMEOUT_MS, 2 s) instead of inheriting it. So a post succeeds within
+    a few seconds of the faults ending (2.0-2.2 s measured; the bound leaves room for a
+    loaded machine), and no backend is left idle in a transaction."""
     run = db_faults.flaky(cluster, database)
     figures = run.figures
     assert figures["first_post_ok_after_faults_seconds"] is not None, figures
-    assert figures["first_post_ok_after_faults_seconds"] < 5 + 10 + 2, figures
+    assert figures["first_post_ok_after_faults_seconds"] < 2 + 2 + 3, figures
     name = database.rsplit("/", 1)[1]
     assert wait_for(lambda: cluster.query(db_faults.IDLE_IN_TRANSACTION, (name,))[0] == 0, 10)
     assert run.log and all(line.startswith("{") for line in run.log)

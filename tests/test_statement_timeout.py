@@ -105,3 +105,37 @@ def test_commands_are_not_bound_by_the_request_timeout(postgres_url, monkeypatch
     finally:
         with app.app_context():
             db.get_engine().dispose()
+
+
+def test_a_writer_behind_a_stuck_lock_holder_gives_up_after_the_lock_timeout(postgres_url):
+    """A writer never queues long behind a writer that stopped (a vanished client's open
+    transaction): after COMMENTSVC_LOCK_TIMEOUT_MS it is 503 and writes nothing, and the
+    commands lift the limit."""
+    app = make_app(postgres_url, COMMENTSVC_LOCK_TIMEOUT_MS=300,
+                   COMMENTSVC_RESPONSE_CACHE_MB=0)
+    try:
+        community = Community(app)
+        client = app.test_client()
+        before = client.get("/api/comments/").get_json()["p8n"]["num_pages"]
+        with app.app_context():
+            engine = db.get_engine()
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("SHOW lock_timeout").scalar() == "300ms"
+            with db.writing(engine):  # holds the writers' lock, like a stuck writer
+                posted = client.post("/api/comments/", headers=community.auth("ann"),
+                                     json={"content_type": "comics.comicpage",
+                                           "object_id": 10, "body": "queued"})
+                assert_error(posted, 503, UNAVAILABLE)
+                assert posted.headers["Retry-After"] == "5"
+            with engine.begin() as conn:
+                db.without_statement_timeout(conn)
+                assert conn.exec_driver_sql("SHOW lock_timeout").scalar() == "0"
+            assert db.engine_options("postgresql://h/d", 3, 0, lock_timeout_ms=300)[
+                "connect_args"]["options"] == "-c lock_timeout=300"
+        assert client.get("/api/comments/").get_json()["p8n"]["num_pages"] == before
+        with app.app_context(), db.get_engine().connect() as conn:
+            assert conn.exec_driver_sql(
+                "SELECT count(*) FROM commentsvc_comment WHERE body = 'queued'").scalar() == 0
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
