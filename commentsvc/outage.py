@@ -22,7 +22,8 @@ from sqlalchemy.engine import Engine, ExceptionContext
 from . import db_deadline
 from .db_deadline import DatabaseNoAnswer
 
-log = logging.getLogger("commentsvc.database")
+LOGGER_NAME = "commentsvc.database"
+log = logging.getLogger(LOGGER_NAME)
 
 _outages: weakref.WeakKeyDictionary[Engine, Outage] = weakref.WeakKeyDictionary()
 # An outage ends at the first success this long after its last failure: a network that

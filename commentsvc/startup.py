@@ -10,8 +10,10 @@ Outside a command (gunicorn, tests) nothing changes: the exceptions propagate as
 from __future__ import annotations
 
 import functools
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
@@ -19,6 +21,7 @@ from flask.helpers import get_debug_flag
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from .outage import LOGGER_NAME as OUTAGE_LOGGER
 from .settings import SettingsError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,10 +76,12 @@ def reported(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        in_command = click.get_current_context(silent=True) is not None and not get_debug_flag()
         try:
-            return function(*args, **kwargs)
+            with _outage_lines_silenced(in_command):
+                return function(*args, **kwargs)
         except (SettingsError, OperationalError) as exc:
-            if click.get_current_context(silent=True) is None or get_debug_flag():
+            if not in_command:
                 raise
             message = explain(exc)
             if message is None:
@@ -84,6 +89,22 @@ def reported(function: F) -> F:
             raise StartupError(message) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _outage_lines_silenced(silenced: bool) -> Iterator[None]:
+    """A command's database problem is its one error line: the outage log's "database
+    unavailable" warning (meant for a serving process's log) would only repeat it."""
+    if not silenced:
+        yield
+        return
+    outage_log = logging.getLogger(OUTAGE_LOGGER)
+    level = outage_log.level
+    outage_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        outage_log.setLevel(level)
 
 
 def report_problems(command: click.Command) -> click.Command:
