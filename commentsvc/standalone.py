@@ -19,7 +19,9 @@ from . import comments_api, forwarding, request_log, settings
 from .database_urls import normalise_url
 from .db import engine_options, prepare_engine
 from .errors import install_error_handler
+from .media import media_api
 from .ops import ops_api
+from .responses import NOSNIFF
 from .serving import serve_command
 
 __all__ = ["cli", "create_app", "db", "normalise_url"]
@@ -27,10 +29,20 @@ __all__ = ["cli", "create_app", "db", "normalise_url"]
 db = SQLAlchemy()
 
 
+class _App(Flask):
+    """The standalone app: its /static files (the default avatar, the stylesheet) carry
+    nosniff, as every other answer of the service does."""
+
+    def send_static_file(self, filename: str):
+        response = super().send_static_file(filename)
+        response.headers.update(NOSNIFF)
+        return response
+
+
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app from COMMENTSVC_* environment variables, or from ``test_config``."""
     request_log.configure_logging()  # before app.logger, so Flask's own lines are JSON too
-    app = Flask(__name__, instance_relative_config=True)
+    app = _App(__name__, instance_relative_config=True)
     config = settings.from_environment() if test_config is None else dict(test_config)
     app.config.update(config)
     os.makedirs(app.instance_path, exist_ok=True)
@@ -47,6 +59,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         prepare_engine(db.engine)
 
     app.register_blueprint(comments_api)
+    # Users' avatars, drawn from their names (a host site serves its own /media/).
+    app.register_blueprint(media_api)
     # /healthz, /readyz, /metrics; every path is logged and counted (404s too).
     app.register_blueprint(ops_api)
     request_log.observe(app, "/")
