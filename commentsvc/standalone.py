@@ -15,14 +15,16 @@ from flask import Flask
 from flask.cli import FlaskGroup
 from flask_sqlalchemy import SQLAlchemy
 
-from . import comments_api, forwarding, request_log, settings
+from . import browser_session, comments_api, forwarding, request_log, settings
 from .database_urls import normalise_url
 from .db import engine_options, prepare_engine
 from .errors import install_error_handler
 from .media import media_api
 from .ops import ops_api
 from .responses import NOSNIFF
+from .secret_key import instance_secret
 from .serving import serve_command
+from .signin import signin_api
 
 __all__ = ["cli", "create_app", "db", "normalise_url"]
 
@@ -61,6 +63,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(comments_api)
     # Users' avatars, drawn from their names (a host site serves its own /media/).
     app.register_blueprint(media_api)
+    if values["CURRENT_USER"] is None:  # else that function's login is in charge
+        # A browser signs in by pasting a key once (/api/auth/login/): a signed cookie.
+        browser_session.enable(app, values["SECRET_KEY"] or instance_secret(app.instance_path))
+        app.register_blueprint(signin_api)
     # /healthz, /readyz, /metrics; every path is logged and counted (404s too).
     app.register_blueprint(ops_api)
     request_log.observe(app, "/")
