@@ -305,3 +305,22 @@ def test_the_examples_in_the_docstrings_hold():
         result = doctest.testmod(signin)
     assert result.attempted > 0 and result.failed == 0
     assert browser_session.COOKIE_NAME == "commentsvc_session"
+
+
+# --- the OpenAPI document ------------------------------------------------------------------
+
+def test_the_openapi_document_names_the_cookie_standalone_only(client, database_url):
+    doc = client.get("/api/schema/").get_json()
+    cookie = doc["components"]["securitySchemes"]["SessionCookie"]
+    assert cookie == {**cookie, "type": "apiKey", "in": "cookie", "name": "commentsvc_session"}
+    post = doc["paths"]["/api/comments/"]["post"]
+    assert post["security"] == [{"TokenAuth": []}, {"SessionCookie": []}]
+    host = make_host(database_url)
+    try:
+        mounted = host.test_client().get("/community/api/schema/").get_json()
+        assert "SessionCookie" not in mounted["components"]["securitySchemes"]
+        assert mounted["paths"]["/community/api/comments/"]["post"]["security"] == [
+            {"TokenAuth": []}]
+    finally:
+        with host.app_context():
+            db.get_engine().dispose()
