@@ -147,3 +147,15 @@ def test_a_host_serving_the_package_static_folder_keeps_the_default(database_url
     finally:
         with host.app_context():
             db.get_engine().dispose()
+
+
+@pytest.mark.parametrize("name", ["%2Fx", "x%2F", "a%2F%2Fb"])
+def test_a_name_with_an_empty_path_segment_is_a_404_like_any_such_path(client, name):
+    response = client.get(f"/media/users/{name}/thumb/a.png")
+    assert response.status_code == 404
+    assert response.get_json() == {"detail": "Not found."}
+
+
+def test_a_slash_in_a_name_is_part_of_the_name(client):
+    with client.get("/media/users/AC%2FDC/thumb/a.png") as response:
+        assert response.data == avatars.identicon("AC/DC")
