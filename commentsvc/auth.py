@@ -1,4 +1,5 @@
-"""Who is asking: a token's user standalone, or the host site's signed-in user.
+"""Who is asking: a token's user standalone (by header, or by the browser's sign-in
+cookie), or the host site's signed-in user.
 
 Keys are 40 hex characters from ``secrets`` (160 random bits). Only their SHA-256 digest
 is stored: with that much entropy a fast unsalted hash cannot be reversed or guessed,
@@ -25,12 +26,14 @@ CHALLENGE = 'Token realm="api"'
 
 @dataclass(frozen=True)
 class Viewer:
-    """The signed-in user; username and avatar only come from a host's function."""
+    """The signed-in user. ``csrf_token`` is set when the sign-in cookie signed them in:
+    their unsafe requests must then carry it (browser_session)."""
 
     id: int
     is_staff: bool = False
     username: str | None = None
     avatar: str | None = None
+    csrf_token: str | None = None
 
 
 class AuthenticationFailed(APIError):
@@ -49,9 +52,10 @@ def new_key() -> str:
     return secrets.token_hex(20)
 
 
-def current_viewer(req: Request, engine: Engine,
-                   loader: Callable[[], Any] | None) -> Viewer | None:
-    """The user of ``Authorization: Token <key>``; without a Token header, the host's."""
+def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | None,
+                   signed_cookie: tuple[str, str] | None = None) -> Viewer | None:
+    """The user of ``Authorization: Token <key>``; without a Token header, the user of
+    the sign-in cookie's (key digest, CSRF token), else the host's."""
     scheme, _, credentials = req.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "token":
         words = credentials.split()
@@ -60,12 +64,24 @@ def current_viewer(req: Request, engine: Engine,
         if len(words) > 1:
             raise AuthenticationFailed(
                 "Invalid token header. Token string should not contain spaces.")
-        with engine.connect() as conn:
-            row = conn.execute(sql.VIEWER_BY_DIGEST, {"digest": hash_key(words[0])}).first()
-        if row is None:
+        viewer = viewer_by_digest(engine, hash_key(words[0]))
+        if viewer is None:
             raise AuthenticationFailed()
-        return Viewer(row.id, bool(row.is_staff))
+        return viewer
+    if signed_cookie is not None:
+        digest, csrf_token = signed_cookie
+        return viewer_by_digest(engine, digest, csrf_token)  # a revoked key: nobody
     return _host_user(loader() if loader is not None else None)
+
+
+def viewer_by_digest(engine: Engine, digest: str,
+                     csrf_token: str | None = None) -> Viewer | None:
+    """The user a key (by its digest) signs in, or None when no such key is kept."""
+    with engine.connect() as conn:
+        row = conn.execute(sql.VIEWER_BY_DIGEST, {"digest": digest}).first()
+    if row is None:
+        return None
+    return Viewer(row.id, bool(row.is_staff), row.username, row.avatar, csrf_token)
 
 
 def _host_user(user: Any) -> Viewer | None:

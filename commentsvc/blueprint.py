@@ -8,8 +8,10 @@ registered, and answers every error under its /api/ prefix as JSON.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import redis
-from flask import Blueprint
+from flask import Blueprint, Flask
 from flask.blueprints import BlueprintSetupState
 
 from . import cli, idempotency, openapi, replicas, request_log, settings, startup
@@ -84,11 +86,37 @@ def response_cache(options: dict, shared: redis.Redis | None) -> PageCache | Non
 MAX_SHARED_BODY = 2**20
 
 
+# Where the package's default avatar is served: under every mount's /api/static/, and
+# standalone also at the app's own /static/ (the DEFAULT_AVATAR setting's default URL).
+DEFAULT_AVATAR_FILE = "img/default-avatar.png"
+
+
+def default_avatar_config(app: Flask, url_prefix: str | None) -> dict:
+    """The app's config, its default avatar pointed at an image that is really served.
+
+    The setting's default, /static/img/default-avatar.png, is the package's image when
+    the app serves the package's static folder at /static (the standalone app). A host
+    site's /static is its own, so there the default becomes this mount's copy:
+
+        url_prefix="/community" -> /community/api/static/img/default-avatar.png
+
+    A host that sets COMMENTSVC_DEFAULT_AVATAR gets exactly what it set.
+    """
+    key = settings.BY_NAME["DEFAULT_AVATAR"].key
+    serves_package_static = (
+        app.static_url_path == "/static" and app.static_folder is not None
+        and Path(app.static_folder).resolve() == Path(comments_api.static_folder).resolve())
+    if key in app.config or serves_package_static:
+        return app.config
+    own = (url_prefix or "").rstrip("/") + "/api/static/" + DEFAULT_AVATAR_FILE
+    return {**app.config, key: own}
+
+
 @comments_api.record_once
 def _set_up(state: BlueprintSetupState) -> None:
     """Check the settings once; scope JSON errors, request logs and metrics to this
     mount's /api/ prefix."""
-    options = settings.options_for(state.app.config)
+    options = settings.options_for(default_avatar_config(state.app, state.url_prefix))
     shared = shared_redis(options)
     options["RESPONSE_CACHE"] = response_cache(options, shared)
     replicas.set_up(options, shared)

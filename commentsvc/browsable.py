@@ -14,19 +14,22 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 import orjson
-from flask import Request, render_template, url_for
+from flask import Request, current_app, render_template, url_for
 from markupsafe import Markup
 from marshmallow import Schema
 from werkzeug.http import HTTP_STATUS_CODES
 
-from . import description
+from . import description, permissions
 from .auth import Viewer
 from .request_args import last, raw_query
+from .responses import DETAIL_ENDPOINT
 
 LIST_ENDPOINT = "commentsvc.comment_list"
 # Stands in the cached page for the post form's idempotency key, which each page served
 # replaces with a fresh one (``with_form_key``); no escaping changes it.
 FORM_KEY_PLACEHOLDER = "commentsvc-form-key-0000000000000000"
+SIGN_IN_ENDPOINT = "commentsvc_signin.login"
+SIGN_OUT_ENDPOINT = "commentsvc_signin.logout"
 _INDENT = "  "  # as orjson.OPT_INDENT_2, so the page shows what the JSON answer holds
 
 
@@ -114,9 +117,53 @@ def _frame(req: Request, *, method: str, status: int, json_headers: dict[str, st
         "json_url": f"{path}?{with_format(query, 'json')}",
         "list_url": url_for(LIST_ENDPOINT, format="api"),
         "stylesheet": url_for("commentsvc.static", filename="browsable.css"),
+        "script": url_for("commentsvc.static", filename="browsable.js"),
         "viewer": viewer,
         "viewer_name": None if viewer is None else (viewer.username or f"user {viewer.id}"),
+        "csrf_token": None if viewer is None else viewer.csrf_token,
+        **sign_in_links(req, viewer),
     }
+
+
+def sign_in_links(req: Request, viewer: Viewer | None) -> dict[str, Any]:
+    """The header's sign-in link (back to this page after) or sign-out form: standalone
+    only, where the sign-in page exists; a token or a host's login has neither."""
+    if not current_app.extensions["commentsvc"]["BROWSER_SIGN_IN"]:
+        return {"sign_in_url": None, "sign_out": None}
+    if viewer is None:
+        query = raw_query(req)
+        here = req.script_root + req.path + (f"?{query}" if query else "")
+        return {"sign_in_url": url_for(SIGN_IN_ENDPOINT, next=here), "sign_out": None}
+    if viewer.csrf_token is None:
+        return {"sign_in_url": None, "sign_out": None}
+    return {"sign_in_url": None, "sign_out": {"action": url_for(SIGN_OUT_ENDPOINT),
+                                              "csrf_token": viewer.csrf_token}}
+
+
+def comment_actions(comments: list[dict[str, Any]], viewer: Viewer | None,
+                    targets: dict[int, tuple[str, int]]) -> dict[int, dict[str, Any]]:
+    """What the viewer may do to each shown comment (replies too), by id: reply (a form
+    posting to the comment's target), delete, and mark read or unread (buttons that
+    browsable.js sends as DELETE and PATCH). Nothing without a viewer."""
+    if viewer is None:
+        return {}
+    actions = {}
+    for comment in [*comments, *(r for c in comments for r in c.get("replies") or [])]:
+        target = targets.get(comment["id"])
+        reply = None
+        if comment["can_reply"] and target is not None:
+            reply = {"action": url_for(LIST_ENDPOINT, format="api"),
+                     "content_type": target[0], "object_id": target[1]}
+        may_mark = target is not None and permissions.can_mark_read(viewer, *target)
+        actions[comment["id"]] = {
+            "id": comment["id"],
+            "url": url_for(DETAIL_ENDPOINT, comment_id=comment["id"]),
+            "reply": reply,
+            "delete": comment["can_delete"] and not comment["is_deleted"],
+            "mark_read": (not comment["is_read"]) if may_mark else None,
+            "csrf_token": viewer.csrf_token,
+        }
+    return actions
 
 
 def _linked_header(name: str, value: str) -> str | Markup:
@@ -140,6 +187,7 @@ def post_form(req: Request, viewer: Viewer | None, schema: Schema) -> dict[str, 
         "values": {"content_type": last(req, "content_type") or "",
                    "object_id": last(req, "object_id") or ""},
         "key_placeholder": FORM_KEY_PLACEHOLDER,
+        "csrf_token": viewer.csrf_token,
     }
 
 
@@ -169,8 +217,10 @@ def kind_links(req: Request, content_types: tuple[str, ...]) -> list[dict[str, s
 
 def list_page(req: Request, data: dict[str, Any], *, page: int,
               json_headers: dict[str, str], viewer: Viewer | None,
-              options: dict[str, Any], name: str, summary: str) -> bytes:
-    """A page of the list: filter form, pager, the comments' preview and the JSON."""
+              options: dict[str, Any], name: str, summary: str,
+              targets: dict[int, tuple[str, int]] | None = None) -> bytes:
+    """A page of the list: filter form, pager, the comments' preview (with what the viewer
+    may do to each, given the comments' ``targets``) and the JSON."""
     context = _frame(req, method="GET", status=200, json_headers=json_headers, data=data,
                      name=name, summary=summary, viewer=viewer)
     context.update(
@@ -183,6 +233,8 @@ def list_page(req: Request, data: dict[str, Any], *, page: int,
         kind_links=kind_links(req, options["CONTENT_TYPES"]),
         filter_action=url_for(LIST_ENDPOINT),
         post=post_form(req, viewer, options["NEW_COMMENT_SCHEMA"]),
+        actions=comment_actions(data["results"], viewer, targets or {}),
+        max_body_length=options["MAX_BODY_LENGTH"],
     )
     return _render("list.html", context)
 

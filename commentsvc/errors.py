@@ -143,11 +143,13 @@ def _resource_endpoint() -> str | None:
     """The endpoint of the resource at this path, also when the method had none (405)."""
     if request.endpoint is not None:
         return request.endpoint
-    try:
-        endpoint, _ = current_app.create_url_adapter(request).match(method="GET")
-    except HTTPException:
-        return None
-    return endpoint
+    for method in ("GET", "POST"):  # POST: a resource without GET (sign-out)
+        try:
+            endpoint, _ = current_app.create_url_adapter(request).match(method=method)
+        except HTTPException:
+            continue
+        return endpoint
+    return None
 
 
 def install_error_handler(app: Flask, api_prefix: str) -> None:

@@ -19,7 +19,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask, Response, current_app, request
 from marshmallow import Schema, fields
 
-from . import __version__, settings
+from . import __version__, browser_session, settings
 from .responses import NOSNIFF, READ_ONLY_ALLOW
 from .schemas import (
     INT64_MAX,
@@ -34,6 +34,7 @@ OPENAPI_VERSION = "3.1.0"
 SCHEMA_ENDPOINT = "commentsvc.openapi_schema"
 SCHEMA_ALLOW = READ_ONLY_ALLOW
 SECURITY_SCHEME = "TokenAuth"
+COOKIE_SCHEME = "SessionCookie"  # the standalone browser sign-in (browser_session)
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -203,7 +204,9 @@ def _operations(options: dict[str, Any],
                 plugin: MarshmallowPlugin) -> dict[str, dict[str, Any]]:
     """Every operation, by endpoint name and method."""
     signed_in = [{SECURITY_SCHEME: []}]
-    optional_sign_in = [{}, {SECURITY_SCHEME: []}]
+    if options["BROWSER_SIGN_IN"]:
+        signed_in.append({COOKIE_SCHEME: []})
+    optional_sign_in = [{}, *signed_in]
     common = {"500": _ref("ServerError"), "503": _ref("DatabaseUnavailable")}
     bad_token = {"401": _ref("NotAuthenticated")}
     not_acceptable = {"406": _error("No representation satisfies the Accept header.")}
@@ -429,6 +432,13 @@ def build_document(app: Flask) -> dict[str, Any]:
         "type": "apiKey", "in": "header", "name": "Authorization",
         "description": "Token <key>, with a key made by the create-token command. Mounted "
                        "in a host site, its own login signs in as well."})
+    if options["BROWSER_SIGN_IN"]:
+        spec.components.security_scheme(COOKIE_SCHEME, {
+            "type": "apiKey", "in": "cookie", "name": browser_session.COOKIE_NAME,
+            "description": "Standalone: the signed session cookie of the sign-in page "
+                           "(/api/auth/login/). PATCH, DELETE and POST signed in by it "
+                           "carry the session's CSRF token in X-CSRFToken (or a csrf_token "
+                           "field); without it, 403."})
     spec.components.response("BadRequest", {
         "description": "Bad fields (field -> messages) or a malformed body (detail).",
         "content": _json({"oneOf": [{"$ref": "#/components/schemas/Error"}, _FIELD_ERRORS_REF]}),

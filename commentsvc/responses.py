@@ -28,13 +28,16 @@ ALLOW_BY_ENDPOINT = {
     "commentsvc_ops.healthz": READ_ONLY_ALLOW,
     "commentsvc_ops.readyz": READ_ONLY_ALLOW,
     "commentsvc_ops.metrics": READ_ONLY_ALLOW,
+    "commentsvc_signin.logout": "POST, OPTIONS",
 }
-# The page loads nothing but its own stylesheet and avatar images (paths or http(s) URLs
-# of the data); it runs no script, may not be framed, and its forms post only to itself.
+# The page loads nothing but its own stylesheet, its own script (browsable.js, which
+# sends the PATCH and DELETE buttons to this site) and avatar images (paths or http(s)
+# URLs of the data); no inline script runs, it may not be framed, and its forms post
+# only to itself.
 PAGE_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' http: "
-                               "https:; form-action 'self'; base-uri 'none'; "
-                               "frame-ancestors 'none'",
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; script-src 'self'; "
+                               "connect-src 'self'; img-src 'self' http: https:; "
+                               "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
 }
 # Every answer, whatever its type or status: a browser must never guess another type for
 # a body (a JSON error holding user text read as HTML, say).

@@ -143,6 +143,19 @@ def _redis_url(raw: Any) -> str:
     return value
 
 
+# An explicit key must be as hard to guess as the generated one (secrets.token_hex(32)).
+MIN_SECRET_KEY_LENGTH = 32
+
+
+def _secret_key(raw: Any) -> str:
+    """Empty (a key generated once and kept in the instance folder), or a long key."""
+    value = str(raw)
+    if value and len(value) < MIN_SECRET_KEY_LENGTH:
+        raise ValueError(f"must be at least {MIN_SECRET_KEY_LENGTH} characters, e.g. the "
+                         "output of: python -c 'import secrets; print(secrets.token_hex(32))'")
+    return value
+
+
 def _callable(raw: Any) -> Callable[[], Any] | None:
     """A function, or "package.module:function" naming one; empty means none."""
     if raw is None or raw == "":
@@ -165,6 +178,7 @@ class Setting:
     default: Any
     parse: Callable[[Any], Any]
     help: str
+    secret: bool = False  # its value is never repeated in an error message
 
     @property
     def key(self) -> str:
@@ -267,6 +281,11 @@ SETTINGS: tuple[Setting, ...] = (
             "A host site's function returning its signed-in user (an object with id and "
             "optionally username, avatar, is_staff) or None; a dotted name in the "
             "environment."),
+    Setting("SECRET_KEY", "", _secret_key,
+            "Standalone: the key that signs the browser sign-in cookie (at least 32 "
+            "characters); empty generates one on first start and keeps it in "
+            "instance/secret_key. Every node behind one address needs the same key.",
+            secret=True),
     Setting("TARGET_EXISTS", None, _callable,
             "A host site's function (content_type, object_id) -> bool saying whether an "
             "object of one of its own content types exists, so comments can be posted to "
@@ -293,7 +312,8 @@ def validate(config: Mapping[str, Any]) -> dict[str, Any]:
         try:
             parsed[setting.key] = setting.parse(config[setting.key])
         except (TypeError, ValueError) as exc:
-            problems.append(f"{setting.env_var}={config[setting.key]!r}: {exc}")
+            shown = "(hidden)" if setting.secret else repr(config[setting.key])
+            problems.append(f"{setting.env_var}={shown}: {exc}")
     if problems:
         raise SettingsError("Invalid settings: " + "; ".join(problems))
     return parsed
@@ -311,6 +331,7 @@ def options_for(config: Mapping[str, Any]) -> dict[str, Any]:
     """The resolved settings of one app, plus derived values the views use on every request."""
     values = resolved(config)
     values["TZINFO"] = ZoneInfo(values["TIME_ZONE"])
+    values["BROWSER_SIGN_IN"] = False  # the standalone app turns it on (browser_session)
     values["CACHE_CONTROL"] = f"max-age={values['CACHE_MAX_AGE']}, must-revalidate"
     # What else shapes a response besides the data and the URL: part of every ETag.
     values["DISPLAY_DIGEST"] = repr((values["TIME_ZONE"], values["DEFAULT_AVATAR"],

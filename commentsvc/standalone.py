@@ -18,22 +18,36 @@ from flask import Flask
 from flask.cli import FlaskGroup
 from flask_sqlalchemy import SQLAlchemy
 
-from . import __version__, comments_api, forwarding, request_log, settings, startup
+from . import __version__, browser_session, comments_api, forwarding, request_log, settings, startup
 from .database_urls import normalise_url
 from .db import engine_options, prepare_engine, protect
 from .errors import install_error_handler
+from .media import media_api
 from .ops import ops_api
+from .responses import NOSNIFF
+from .secret_key import instance_secret
 from .serving import serve_command
+from .signin import signin_api
 
 __all__ = ["cli", "create_app", "db", "normalise_url"]
 
 db = SQLAlchemy()
 
 
+class _App(Flask):
+    """The standalone app: its /static files (the default avatar, the stylesheet) carry
+    nosniff, as every other answer of the service does."""
+
+    def send_static_file(self, filename: str):
+        response = super().send_static_file(filename)
+        response.headers.update(NOSNIFF)
+        return response
+
+
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app from COMMENTSVC_* environment variables, or from ``test_config``."""
     request_log.configure_logging()  # before app.logger, so Flask's own lines are JSON too
-    app = Flask(__name__, instance_relative_config=True)
+    app = _App(__name__, instance_relative_config=True)
     config = settings.from_environment() if test_config is None else dict(test_config)
     app.config.update(config)
     os.makedirs(app.instance_path, exist_ok=True)
@@ -53,6 +67,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(comments_api)
     with app.app_context():  # the wait deadline and the outage log (settings now known)
         protect(db.engine, app.extensions["commentsvc"])
+    # Users' avatars, drawn from their names (a host site serves its own /media/).
+    app.register_blueprint(media_api)
+    if values["CURRENT_USER"] is None:  # else that function's login is in charge
+        # A browser signs in by pasting a key once (/api/auth/login/): a signed cookie.
+        browser_session.enable(app, values["SECRET_KEY"] or instance_secret(app.instance_path))
+        app.register_blueprint(signin_api)
     # /healthz, /readyz, /metrics; every path is logged and counted (404s too).
     app.register_blueprint(ops_api)
     request_log.observe(app, "/")

@@ -74,6 +74,14 @@ def one(conn: Connection, comment_id: int, reply_cap: int = 0) -> Comment | None
     return _with_replies(conn, [Comment(*row)], reply_cap)[0] if row else None
 
 
+def targets(conn: Connection, ids: list[int]) -> dict[int, tuple[str, int]]:
+    """Each comment's (content_type, object_id), by id; ids that name none are left out."""
+    if not ids:
+        return {}
+    return {row.id: (row.content_type, row.object_id)
+            for row in conn.execute(listing.COMMENT_TARGETS, {"ids": ids})}
+
+
 def _with_replies(conn: Connection, entries: list[Comment], reply_cap: int) -> list[Comment]:
     """``entries`` with each root's replies embedded, newest first."""
     roots = {entry.id: entry for entry in entries if entry.parent_id is None}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
-from flask import Request, Response, request, url_for
+from flask import Request, Response, current_app, request, url_for
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError
 from sqlalchemy.engine import Connection, Engine
@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from . import (
     auth,
     browsable,
+    browser_session,
     caching,
     description,
     idempotency,
@@ -71,14 +72,17 @@ def display_options(viewer: auth.Viewer | None = None) -> Display:
 
 
 def viewer_of(req: Request, options: dict) -> auth.Viewer | None:
-    """The signed-in user, if any: by token, or by the host site's function when mounted.
+    """The signed-in user, if any: by token, by the standalone sign-in cookie, or by the
+    host site's function when mounted.
 
     A request with neither credentials nor a host function costs nothing here.
     """
     loader = options["CURRENT_USER"]
-    if loader is None and "Authorization" not in req.headers:
+    cookie = (browser_session.signed_cookie(req, current_app) if options["BROWSER_SIGN_IN"]
+              else None)
+    if loader is None and cookie is None and "Authorization" not in req.headers:
         return None
-    return auth.current_viewer(req, get_engine(), loader)
+    return auth.current_viewer(req, get_engine(), loader, cookie)
 
 
 def signed_in(req: Request, options: dict) -> auth.Viewer:
@@ -169,11 +173,13 @@ def built_response(req: Request, conn: Connection, comments: CommentList,
     if answer.representation == JSON:
         body = orjson.dumps(data)
     else:
+        shown_ids = [c.id for c in entries] + [r.id for c in entries for r in c.replies or []]
         body = browsable.list_page(
             req, data, page=answer.page, viewer=answer.viewer, options=options,
             json_headers=json_headers({"ETag": answer.json_tag,
                                        "Cache-Control": answer.headers["Cache-Control"]}),
-            name="Comment List", summary=DESCRIPTION)
+            name="Comment List", summary=DESCRIPTION,
+            targets=store.targets(conn, shown_ids) if answer.viewer is not None else None)
     if options["RESPONSE_CACHE"] is not None:
         options["RESPONSE_CACHE"].put(answer.tag, body)
     return RESPONDERS[answer.representation](body, headers=answer.headers)
@@ -241,7 +247,8 @@ class CommentListView(MethodView):
         options = settings.current()
         representation = negotiation.choose(req)
         viewer = signed_in(req, options)
-        raw = request_body.read_fields(req, options["MAX_REQUEST_BYTES"])
+        raw = browser_session.checked_fields(
+            req, viewer, request_body.read_fields(req, options["MAX_REQUEST_BYTES"]))
         key = idempotency.key_of(req, raw)
         fields = loaded(options["NEW_COMMENT_SCHEMA"], raw)
         write = idempotency.keyed(req, key, viewer.id, fields)
@@ -328,7 +335,8 @@ class CommentDetailView(MethodView):
         req = request._get_current_object()
         options = settings.current()
         viewer = signed_in(req, options)
-        raw = request_body.read_fields(req, options["MAX_REQUEST_BYTES"])
+        raw = browser_session.checked_fields(
+            req, viewer, request_body.read_fields(req, options["MAX_REQUEST_BYTES"]))
         key = idempotency.key_of(req, raw)
         is_read = loaded(options["READ_FLAG_SCHEMA"], raw)["is_read"]
         write = idempotency.keyed(req, key, viewer.id, {"is_read": is_read})
@@ -350,10 +358,12 @@ class CommentDetailView(MethodView):
 
     def delete(self, comment_id: int) -> Response:
         """Soft-delete: the author or staff only; 204, also when it was already deleted.
-        With an Idempotency-Key, a retry gets the first answer."""
+        With an Idempotency-Key, a retry gets the first answer. Signed in by the browser's
+        cookie, the request carries the X-CSRFToken header."""
         req = request._get_current_object()
         options = settings.current()
         viewer = signed_in(req, options)
+        browser_session.checked_fields(req, viewer, {})  # the X-CSRFToken header
         write = idempotency.keyed(req, idempotency.key_of(req), viewer.id)
         with writing(get_engine()) as conn:
             replay = idempotency.find(conn, write, options["IDEMPOTENCY_RETENTION_HOURS"])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import Boolean, text
 
-# The user a key digest signs in (primary keys).
+# The user a key digest signs in, with the name the browsable page shows (primary keys).
 VIEWER_BY_DIGEST = text("""
-    SELECT u.id, u.is_staff FROM commentsvc_token AS t
+    SELECT u.id, u.is_staff, u.username, u.avatar FROM commentsvc_token AS t
     JOIN commentsvc_user AS u ON u.id = t.user_id
     WHERE t.digest = :digest
 """).columns(is_staff=Boolean())

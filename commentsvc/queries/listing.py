@@ -73,6 +73,12 @@ ONE_COMMENT = text("""
     WHERE c.id = :id
 """).columns(**_ROW_TYPES)
 
+# The target of each of a page's comments, for the browsable page's reply and mark-read
+# controls (primary key).
+COMMENT_TARGETS = text("""
+    SELECT id, content_type, object_id FROM commentsvc_comment WHERE id IN :ids
+""").bindparams(bindparam("ids", expanding=True))
+
 # The replies of a page's roots, each thread newest first (index commentsvc_comment_replies).
 REPLIES = text("""
     SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
