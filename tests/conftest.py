@@ -152,6 +152,24 @@ def sample_records():
 
 
 @pytest.fixture
+def host_factory(database_url):
+    """Host sites (test_mounting.make_host: the blueprint under /community) on this test's
+    database, with extra config; their pools are closed after the test."""
+    from test_mounting import make_host
+
+    made = []
+
+    def factory(**config):
+        made.append(make_host(database_url, **config))
+        return made[-1]
+
+    yield factory
+    for host in made:
+        with host.app_context():
+            db.get_engine().dispose()
+
+
+@pytest.fixture
 def pg_app(postgres_url):
     """An app on the session's PostgreSQL database only, its connections closed after."""
     app = make_app(postgres_url)

@@ -97,11 +97,8 @@ def test_a_media_path_without_a_file_is_a_json_404(client):
 
 
 @pytest.fixture
-def host(database_url):
-    host = make_host(database_url)
-    yield host
-    with host.app_context():
-        db.get_engine().dispose()
+def host(host_factory):
+    return host_factory()
 
 
 def test_mounted_the_default_avatar_is_the_mounts_own_copy(host, sample_records):

@@ -35,11 +35,8 @@ def make_host(database_url: str, **config) -> Flask:
 
 
 @pytest.fixture
-def host(database_url):
-    host = make_host(database_url, COMMENTSVC_PAGE_SIZE=5)
-    yield host
-    with host.app_context():
-        db.get_engine().dispose()
+def host(host_factory):
+    return host_factory(COMMENTSVC_PAGE_SIZE=5)
 
 
 def test_listing_under_the_host_prefix(host, sample_records):

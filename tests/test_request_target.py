@@ -9,7 +9,6 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_mounting import make_host
 from werkzeug.sansio.utils import host_is_trusted
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
@@ -163,13 +162,8 @@ def test_a_path_with_an_empty_segment_writes_nothing(app, client, community):
 
 
 @pytest.fixture
-def host(database_url):
-    from commentsvc import db
-
-    host = make_host(database_url)
-    yield host
-    with host.app_context():
-        db.get_engine().dispose()
+def host(host_factory):
+    return host_factory()
 
 
 def test_a_host_site_keeps_its_own_pages(host):
