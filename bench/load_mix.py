@@ -54,10 +54,12 @@ def free_port() -> int:
 
 class Gunicorn:
     """The service under gunicorn (gunicorn.conf.py) on a free loopback port; ``args`` are
-    more command-line options (they override the file's)."""
+    more command-line options (they override the file's). Started once its workers run
+    and ``ready`` answers 200; with ``ready=None`` once they run and the port accepts
+    connections, so the caller's requests are the workers' first."""
 
     def __init__(self, database_url: str, workers: int = 2, env: dict | None = None,
-                 args: tuple[str, ...] = ()):
+                 args: tuple[str, ...] = (), ready: str | None = LIST):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         environ = {**os.environ, "DATABASE_URL": database_url,
@@ -69,11 +71,20 @@ class Gunicorn:
              "--log-level", "warning", *args, "wsgi:app"],
             cwd=ROOT, env=environ, stderr=self.log)
         deadline = time.monotonic() + 30
-        while len(self.workers()) < workers or request(self.base, "GET", LIST).status != 200:
+        while len(self.workers()) < workers or not self._ready(ready):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("gunicorn did not start")
             time.sleep(0.2)
+
+    def _ready(self, path: str | None) -> bool:
+        if path is not None:
+            return request(self.base, "GET", path).status == 200
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        except OSError:
+            return False
+        return True
 
     @property
     def pid(self) -> int:

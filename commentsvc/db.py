@@ -7,6 +7,7 @@ Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension s
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,16 +25,25 @@ T = TypeVar("T")
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schema.sql"
 
+# Engines given their hooks (prepare_engine), and those also given their deadline and
+# outage log (protect): each set gets an engine only once that is complete, so a thread
+# that finds it there may use the engine at once; the lock makes others wait meanwhile.
 _prepared: weakref.WeakSet[Engine] = weakref.WeakSet()
+_served: weakref.WeakSet[Engine] = weakref.WeakSet()
+_setting_up = threading.RLock()
 
 
 def get_engine() -> Engine:
-    """The engine of the current app's Flask-SQLAlchemy extension."""
+    """The engine of the current app's Flask-SQLAlchemy extension (a host's engine is set
+    up on its first use, once, whichever threads ask at the same time)."""
     ext = current_app.extensions["sqlalchemy"]
     engine = ext.engines[current_app.config.get("COMMENTSVC_BIND_KEY")]
-    if engine not in _prepared:
-        prepare_engine(engine)
-        protect(engine, current_app.extensions["commentsvc"])
+    if engine not in _served:
+        with _setting_up:
+            if engine not in _served:
+                prepare_engine(engine)
+                protect(engine, current_app.extensions["commentsvc"])
+                _served.add(engine)
     found = outage.outage_of(engine)
     if found is not None:
         found.check()  # right after a deadline passed: 503 at once
@@ -104,11 +114,16 @@ def prepare_engine(engine: Engine) -> None:
     its first write, where two writers deadlock. So the driver's own handling is switched
     off and every transaction starts with BEGIN, or BEGIN IMMEDIATE for writers (see
     ``writing``), which queue on the database lock instead. PostgreSQL needs none of this.
+    Once per engine (safe to call again).
     """
-    _prepared.add(engine)
-    if engine.dialect.name != "sqlite":
-        return
+    with _setting_up:
+        if engine not in _prepared:
+            if engine.dialect.name == "sqlite":
+                _add_sqlite_hooks(engine)
+            _prepared.add(engine)
 
+
+def _add_sqlite_hooks(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _sqlite_connect(dbapi_connection, _record):
         dbapi_connection.isolation_level = None

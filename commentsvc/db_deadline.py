@@ -43,6 +43,7 @@ _engines: weakref.WeakKeyDictionary[Engine, _Group] = weakref.WeakKeyDictionary(
 # How often a long wait looks whether another request found the database hung meanwhile.
 _GLANCE_SECONDS = 0.25
 _install_lock = threading.Lock()
+_watch_lock = threading.Lock()
 _CONNECT_TIMEOUT = re.compile(r"(?:^|\s)connect_timeout=(\d+)")
 
 
@@ -75,9 +76,18 @@ def watch(engine: Engine, seconds: float, lock_wait_seconds: float = 0) -> None:
     the engine as it is. Safe to call again."""
     if not seconds or engine.dialect.driver != "psycopg2" or engine in _engines:
         return
-    group = _Group(float(seconds), float(lock_wait_seconds))
-    _engines[engine] = group
-    install()
+    with _watch_lock:  # two first requests of a host's app may both get here
+        if engine in _engines:
+            return
+        group = _Group(float(seconds), float(lock_wait_seconds))
+        _listen(engine, group)
+        install()
+        engine.dispose()  # connections made before get the limit on reconnect
+        _engines[engine] = group  # published once all of it is in place
+
+
+def _listen(engine: Engine, group: _Group) -> None:
+    """Give ``group``'s limit to every connection of ``engine``."""
 
     @event.listens_for(engine, "connect")
     def _limit_new(dbapi_connection, _record) -> None:
@@ -88,8 +98,6 @@ def watch(engine: Engine, seconds: float, lock_wait_seconds: float = 0) -> None:
         # A command lifted the limit, or a writer's lock wait stretched it: back to normal.
         if dbapi_connection is not None and dbapi_connection in _limits:
             _limits[dbapi_connection] = (group.seconds, group)
-
-    engine.dispose()  # connections made before get the limit on reconnect
 
 
 def install() -> None:

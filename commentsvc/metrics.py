@@ -102,8 +102,8 @@ class PoolCollector:
 def for_app(app: Flask) -> RequestMetrics:
     """The app's metrics, made on first use."""
     found = app.extensions.get(_EXTENSION)
-    if found is None:
-        found = app.extensions[_EXTENSION] = RequestMetrics(app)
+    if found is None:  # made twice at worst, never kept twice
+        found = app.extensions.setdefault(_EXTENSION, RequestMetrics(app))
     return found
 
 

@@ -32,6 +32,7 @@ SETTLE_SECONDS = 1.0
 # Requests answered 503 for an unavailable database, ever, by this process.
 _refused = 0
 _refused_lock = threading.Lock()
+_watching = threading.Lock()
 
 
 class FailingFast(sa_exc.OperationalError):
@@ -100,8 +101,18 @@ def watch(engine: Engine, fail_fast_seconds: float) -> Outage:
     found = _outages.get(engine)
     if found is not None:
         return found
-    outage = Outage(engine.url.render_as_string(hide_password=True), fail_fast_seconds)
-    _outages[engine] = outage
+    with _watching:  # two first requests of a host's app may both get here
+        found = _outages.get(engine)
+        if found is not None:
+            return found
+        outage = Outage(engine.url.render_as_string(hide_password=True), fail_fast_seconds)
+        _listen(engine, outage)
+        _outages[engine] = outage  # published with its listeners in place
+    return outage
+
+
+def _listen(engine: Engine, outage: Outage) -> None:
+    """Feed ``outage`` with what ``engine``'s statements meet."""
 
     @event.listens_for(engine, "handle_error")
     def _failed(context: ExceptionContext) -> None:
@@ -117,8 +128,6 @@ def watch(engine: Engine, fail_fast_seconds: float) -> Outage:
     def _answered(*_args) -> None:
         if outage.down_since is not None:
             outage.answered()
-
-    return outage
 
 
 def hung(engine: Engine, exc: DatabaseNoAnswer) -> sa_exc.OperationalError:

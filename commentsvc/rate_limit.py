@@ -18,6 +18,7 @@ people wrote.
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import redis
@@ -45,6 +46,7 @@ class PostRateLimit:
         self._limiter = MovingWindowRateLimiter(
             storage_from_string(storage_uri, wrap_exceptions=True, **options))
         self._fallback: MovingWindowRateLimiter | None = None  # made on the first failure
+        self._fallback_lock = threading.Lock()
         self._backoff = Backoff("rate-limit storage (counting posts in this worker)")
 
     def take(self, user_id: int) -> None:
@@ -58,9 +60,15 @@ class PostRateLimit:
                 return self._take(self._limiter, key)
             except (StorageError, redis.RedisError, OSError) as exc:
                 self._backoff.failed(exc)
-        if self._fallback is None:
-            self._fallback = MovingWindowRateLimiter(MemoryStorage())
-        self._take(self._fallback, key)
+        self._take(self._fallback or self._make_fallback(), key)
+
+    def _make_fallback(self) -> MovingWindowRateLimiter:
+        """This worker's counts, made once: two posts meeting the first failure at once
+        count in the same memory."""
+        with self._fallback_lock:
+            if self._fallback is None:
+                self._fallback = MovingWindowRateLimiter(MemoryStorage())
+            return self._fallback
 
     def _take(self, limiter: MovingWindowRateLimiter, key: str) -> None:
         for item in self._items:

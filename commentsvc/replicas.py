@@ -17,6 +17,7 @@ exists and every read goes to the primary as before.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import threading
@@ -68,8 +69,10 @@ class ReplicaRouter:
         self.max_lag = max_lag
         self.check_seconds = check_seconds
         self.lag_of = lag_of
-        self.usable: list[Engine] = []  # replaced whole, so readers need no lock
+        # Replaced whole under the lock, so readers need none (and no update is lost).
+        self.usable: list[Engine] = []
         self._states: dict[Engine, str] = {}  # what the last check or read found of each
+        self._failed_at: dict[Engine, float] = {}  # when a read last failed on each
         self._checker_pid: int | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -83,9 +86,11 @@ class ReplicaRouter:
 
     def failed(self, engine: Engine, exc: Exception) -> None:
         """A read failed on ``engine``: leave it alone until a check finds it good again."""
-        if engine not in self.usable:
-            return  # another thread's read found it first
-        self.usable = [e for e in self.usable if e is not engine]
+        with self._lock:  # two reads failing at once on two replicas drop both
+            self._failed_at[engine] = time.monotonic()
+            if engine not in self.usable:
+                return  # another thread's read found it first
+            self.usable = [e for e in self.usable if e is not engine]
         self._now(engine, "failed", f"failed a read, reading from the primary: {exc}")
 
     def check(self) -> None:
@@ -96,6 +101,7 @@ class ReplicaRouter:
         """
         usable = []
         for engine in self.engines:
+            measured = time.monotonic()
             try:
                 lag = self.lag_of(engine)
             except sa_exc.DBAPIError as exc:
@@ -105,17 +111,21 @@ class ReplicaRouter:
                 self._now(engine, "down", f"could not be checked: {exc!r}")
                 continue
             if lag <= self.max_lag:
-                usable.append(engine)
+                usable.append((engine, measured))
                 self._now(engine, "usable", "usable")
             else:
                 self._now(engine, "behind", f"over {self.max_lag} s behind the primary "
                                             f"({lag:.1f} s), not read from")
-        self.usable = usable
+        with self._lock:  # a read that failed since its replica was measured outweighs it
+            self.usable = [engine for engine, measured in usable
+                           if self._failed_at.get(engine, -math.inf) < measured]
 
     def _now(self, engine: Engine, state: str, message: str) -> None:
-        """Note what was found of ``engine``; log it if that differs from before."""
-        before = self._states.get(engine)
-        self._states[engine] = state
+        """Note what was found of ``engine``; log it if that differs from before (the
+        checking thread and a failing read may both note something at once)."""
+        with self._lock:
+            before = self._states.get(engine)
+            self._states[engine] = state
         if state == before or (state == "usable" and before is None):
             return
         level = logging.INFO if state == "usable" else logging.WARNING
@@ -154,7 +164,8 @@ class RecentWriters:
     def __init__(self, window: float, client: redis.Redis | None = None):
         self.window = window
         self.client = client
-        self._until: dict[int, float] = {}
+        self._until: dict[int, float] = {}  # read without the lock, replaced under it
+        self._lock = threading.Lock()
         self._backoff = Backoff("Redis of recent writers")
 
     def mark(self, user_id: int) -> None:
@@ -162,10 +173,11 @@ class RecentWriters:
         if not self.window:
             return
         now = time.monotonic()
-        self._until[user_id] = now + self.window
-        if len(self._until) > 10000:  # forget the expired ones now and then
-            self._until = {user: until for user, until in list(self._until.items())
-                           if until > now}
+        with self._lock:  # a mark made while another thread prunes is kept
+            self._until[user_id] = now + self.window
+            if len(self._until) > 10000:  # forget the expired ones now and then
+                self._until = {user: until for user, until in self._until.items()
+                               if until > now}
         if self.client is not None and not self._backoff.resting:
             try:
                 self.client.set(f"{WROTE_KEY}{user_id}", b"1",
