@@ -21,6 +21,7 @@ from flask.helpers import get_debug_flag
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from .bulk_lock import WritesPaused
 from .outage import LOGGER_NAME as OUTAGE_LOGGER
 from .settings import SettingsError
 
@@ -80,6 +81,10 @@ def reported(function: F) -> F:
         try:
             with _outage_lines_silenced(in_command):
                 return function(*args, **kwargs)
+        except WritesPaused as exc:  # a command's write met an import at work
+            if not in_command:
+                raise
+            raise click.ClickException(f"{exc.detail} (the command changed nothing)") from None
         except (SettingsError, OperationalError) as exc:
             if not in_command:
                 raise

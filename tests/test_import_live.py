@@ -67,3 +67,17 @@ def test_the_flag_is_up_only_while_a_bulk_writer_holds_it(app):
                 pass
         with db.writing(engine) as conn:
             assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+
+
+def test_a_command_that_meets_an_import_says_so_in_one_line(app, community, runner):
+    """create-token, staff, erase-user...: while an import holds the writers' lock they
+    stop at once with one line and change nothing (no traceback, no wait)."""
+    with app.app_context():
+        with db.writing(db.get_engine(), bulk=True):
+            for args in (["create-token", "1"], ["staff", "2"], ["erase-user", "2"]):
+                result = runner.invoke(args=args)
+                assert result.exit_code == 1, (args, result.output)
+                assert result.output == (f"Error: {PAUSED['detail']} (the command changed "
+                                         "nothing)\n"), args
+                assert result.exception is not None and "Traceback" not in result.output
+    assert runner.invoke(args=["create-token", "1"]).exit_code == 0  # after it, as usual
