@@ -15,6 +15,8 @@ the pool gauge is always the answering worker's.
 from __future__ import annotations
 
 import os
+import struct
+import time
 import weakref
 from collections.abc import Iterator
 
@@ -107,6 +109,24 @@ def for_app(app: Flask) -> RequestMetrics:
     return found
 
 
+# A worker creates its figures' file (prometheus_client's MmapedDict) empty, then sizes
+# it: a scrape that reads it in between finds no header (struct.error). Read again.
+SCRAPE_TRIES = 5
+SCRAPE_RETRY_SECONDS = 0.01
+
+
+def _latest(registry: CollectorRegistry) -> bytes:
+    """The registry's text, read again when another worker's file is only being made."""
+    for attempt in range(1, SCRAPE_TRIES + 1):
+        try:
+            return generate_latest(registry)
+        except struct.error:
+            if attempt == SCRAPE_TRIES:
+                raise
+            time.sleep(SCRAPE_RETRY_SECONDS)
+    raise AssertionError("unreachable")
+
+
 def exposition(app: Flask) -> Response:
     """The metrics in Prometheus' text format: this worker's, or every worker's in
     multiprocess mode (plus this worker's pool)."""
@@ -116,6 +136,6 @@ def exposition(app: Flask) -> Response:
         MultiProcessCollector(shared)
         shared.register(PoolCollector(app))
         registry = shared
-    return Response(generate_latest(registry), mimetype=None,
+    return Response(_latest(registry), mimetype=None,
                     content_type=CONTENT_TYPE_LATEST,
                     headers={"Cache-Control": "no-store", "Allow": READ_ONLY_ALLOW, **NOSNIFF})

@@ -157,3 +157,21 @@ def test_a_counter_is_shared_between_threads_only_once_its_histogram_is(app):
     recorder.record("GET", "an.endpoint", 200, 0.01)
     recorder.record("GET", "an.endpoint", 200, 0.01)
     assert counter_kept_when_histogram_bound == [False]
+
+
+def test_a_scrape_reads_again_past_a_file_another_worker_is_only_making(app, tmp_path,
+                                                                        monkeypatch):
+    """prometheus_client creates a worker's figures file empty, then sizes it; a scrape
+    between the two found no header (struct.error) and was a 500."""
+    shared = tmp_path / "prometheus"
+    shared.mkdir()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(shared))
+    (shared / "counter_99999.db").write_bytes(b"")  # a worker between open and truncate
+
+    def sized_later(seconds):
+        (shared / "counter_99999.db").unlink()  # the worker is done (here: gone)
+
+    monkeypatch.setattr(metrics.time, "sleep", sized_later)
+    response = app.test_client().get("/metrics")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert b"commentsvc_db_pool_connections_in_use" in response.data
