@@ -115,7 +115,10 @@ def test_a_hung_database_is_503_within_the_deadline_and_healthz_stays_up(cluster
     assert run.log and all(line.startswith("{") for line in run.log)
     down = [line for line in run.log if "database unavailable" in line]
     back = [line for line in run.log if "database back" in line]
-    assert 1 <= len(down) <= 2 and len(back) == len(down)  # 2 workers, each its own state
+    # 2 workers, each its own state: one outage each, or at most one more at the edge of
+    # recovery (a wait given up just before SIGCONT fails just after another succeeded);
+    # never a line per request
+    assert 1 <= len(down) <= 4 and len(back) == len(down), (down, back)
 
 
 def test_silently_cut_and_frozen_connections_leave_no_transaction_open(cluster, database):
