@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from pathlib import Path
 
@@ -28,12 +30,13 @@ SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sample.n
 SAMPLE_COPY = Path(__file__).resolve().parent / "data" / "sample.ndjson"
 
 
-@pytest.fixture(scope="session")
-def postgres_url():
-    """A database of its own for this test session on the PostgreSQL server."""
+@contextmanager
+def own_database(prefix: str) -> Iterator[str]:
+    """The URL of a new database on the PostgreSQL server, dropped afterwards. Without a
+    server the test skips, unless COMMENTSVC_REQUIRE_POSTGRES=1 (CI), where it fails."""
     admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT",
                              connect_args={"connect_timeout": 3})
-    name = f"commentsvc_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     try:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
@@ -42,10 +45,19 @@ def postgres_url():
         if REQUIRE_POSTGRES:
             pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
         pytest.skip(f"no PostgreSQL server: {exc}")
-    yield admin.url.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.dispose()
+    try:
+        yield admin.url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A database of its own for this test session on the PostgreSQL server."""
+    with own_database("commentsvc_test") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from bench.load_mix import Gunicorn, prepare
 from commentsvc.database_urls import normalise_url
-from conftest import ADMIN_URL
+from conftest import own_database
 
 CLIENTS = 16
 BURSTS = 10
@@ -78,21 +78,8 @@ def fresh(request, tmp_path):
         metrics_dir.mkdir()
         yield f"sqlite:///{tmp_path / 'fresh.sqlite3'}", str(metrics_dir)
         return
-    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT",
-                             connect_args={"connect_timeout": 3})
-    name = f"commentsvc_threads_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except sa.exc.OperationalError as exc:
-        admin.dispose()
-        pytest.skip(f"no PostgreSQL server: {exc}")
-    try:
-        yield admin.url.set(database=name).render_as_string(hide_password=False), None
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    with own_database("commentsvc_threads") as url:
+        yield url, None
 
 
 def comment_ids(database_url: str) -> tuple[list[int], list[int]]:
