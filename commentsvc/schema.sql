@@ -91,3 +91,8 @@ CREATE TABLE IF NOT EXISTS commentsvc_idempotency_key (
 
 CREATE INDEX IF NOT EXISTS commentsvc_idempotency_key_created
     ON commentsvc_idempotency_key (created);
+
+-- The answers that show a comment, found when it is deleted or its author erased (their
+-- text must leave the table too) without scanning a day of keyed writes.
+CREATE INDEX IF NOT EXISTS commentsvc_idempotency_key_comment
+    ON commentsvc_idempotency_key (comment_id);

@@ -450,3 +450,20 @@ def test_erasing_a_user_drops_every_stored_answer_showing_them(app, client, comm
     kept = stored_answers(app)
     assert "words of bob" not in kept and '"bob"' not in kept
     assert "words of carol" in kept  # another user's answer about her own comment stays
+
+
+def test_the_answers_showing_a_comment_are_found_by_index(app):
+    """Deleting a comment looks up the stored answers that show it; with a day of keyed
+    writes in the table that must not be a scan."""
+    from commentsvc.queries import idempotency as sql
+
+    with app.app_context(), db.get_engine().connect() as conn:
+        if conn.dialect.name == "sqlite":
+            statement = str(sql.ANSWERS_HOLDING).replace("(__[POSTCOMPILE_ids])", "(1)")
+            plan = " ".join(row[-1] for row in conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {statement}"))
+        else:
+            plan = " ".join(row[0] for row in conn.execute(sa.text(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'commentsvc_idempotency_key'")))
+    assert "commentsvc_idempotency_key_comment" in plan
+    assert "comment_id" in plan  # the index (PostgreSQL) or its use (SQLite) names the column

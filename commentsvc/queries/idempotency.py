@@ -33,8 +33,7 @@ PURGE_BATCH = text("""
 
 # Stored answers that may hold these comments' text: those of the comments themselves and
 # of their threads' roots (a root's answer carries its replies). Primary-key lookups of
-# the comments, then the answers by comment id (no index: a scan of a table that holds a
-# day of keyed writes).
+# the comments, then the answers by comment id (index on comment_id).
 ANSWERS_HOLDING = text("""
     SELECT user_id, idem_key, method, body FROM commentsvc_idempotency_key
     WHERE comment_id IN :ids OR comment_id IN (
@@ -48,7 +47,8 @@ REWRITE_ANSWER = text("""
 """)
 
 # For erasure: the user's own keys, and the answers others were given that show one of the
-# user's comments, or a thread root carrying one as a reply (scans: erasure is rare).
+# user's comments, or a thread root carrying one as a reply (the comments by a scan:
+# author_id has no index and erasure is rare; the keys by their comment_id index).
 DROP_KEYS_SHOWING_USER = text("""
     DELETE FROM commentsvc_idempotency_key
     WHERE user_id = :user_id
