@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,7 +29,7 @@ from flask import Request, Response
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from . import db, store
+from . import db
 from .errors import APIError
 from .queries import idempotency as sql
 from .request_body import FORM_TYPES
@@ -162,23 +162,6 @@ def find(conn: Connection, write: Keyed | None, retention_hours: float) -> Store
             write.method, write.target, write.digest):
         raise KeyReused()
     return Stored(found.status, found.body.encode("utf-8"), found.location, found.comment_id)
-
-
-def without_deleted_text(conn: Connection, answer: Stored | None) -> Stored | None:
-    """A stored 201 whose comment has been deleted since, with its text taken out.
-
-    Replays are the first answer verbatim (an author renamed since is still shown by the
-    old name), except that a deleted comment's text is never sent again: the replay then
-    shows the comment as a deleted one is shown (``"body": ""``, ``"is_deleted": true``).
-    """
-    if answer is None or answer.status != 201 or answer.comment_id is None:
-        return answer
-    facts = store.facts(conn, answer.comment_id)
-    if facts is not None and not facts.is_deleted:
-        return answer
-    payload = answer.payload()
-    payload.update(body="", is_deleted=True)
-    return replace(answer, body=orjson.dumps(payload))
 
 
 def forget_text(conn: Connection, comment_ids: Collection[int]) -> int:

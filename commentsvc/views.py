@@ -253,8 +253,7 @@ class CommentListView(MethodView):
         fields = loaded(options["NEW_COMMENT_SCHEMA"], raw)
         write = idempotency.keyed(req, key, viewer.id, fields)
         with writing(get_engine()) as conn:
-            replay = idempotency.without_deleted_text(conn, idempotency.find(
-                conn, write, options["IDEMPOTENCY_RETENTION_HOURS"]))
+            replay = idempotency.find(conn, write, options["IDEMPOTENCY_RETENTION_HOURS"])
             if replay is None:
                 auth.ensure_user(conn, viewer)
                 posting.check(conn, fields)
