@@ -24,7 +24,7 @@ run: install
 	$(BIN)/flask --app app init-db
 	$(BIN)/flask --app app seed --if-empty --comments $(DEMO_COMMENTS) --targets $(DEMO_TARGETS) --seed 1
 	@echo "Serving comments at http://$(HOST):$(PORT)/api/comments/"
-	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) --access-logfile - wsgi:app
+	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) wsgi:app
 
 # Production: nginx (buffering, slow-client timeouts, JSON errors) in front of gunicorn
 # on a private unix socket, both stopped together (commentsvc/serving.py).
