@@ -20,18 +20,18 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 install: $(BIN)/.installed
 
 run: install
-	@$(BIN)/python -m commentsvc.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make run"
+	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make run"
 	$(BIN)/flask --app app init-db
 	$(BIN)/flask --app app seed --if-empty --comments $(DEMO_COMMENTS) --targets $(DEMO_TARGETS) --seed 1
 	@echo "Serving comments at http://$(HOST):$(PORT)/api/comments/"
 	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) wsgi:app
 
 # Production: nginx (buffering, slow-client timeouts, JSON errors) in front of gunicorn
-# on a private unix socket, both stopped together (commentsvc/serving.py).
+# on a private unix socket, both stopped together (commentsvc/operations/serving.py).
 serve: install
-	@$(BIN)/python -m commentsvc.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make serve"
+	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make serve"
 	$(BIN)/flask --app app init-db
-	$(BIN)/python -m commentsvc.serving --host $(HOST) --port $(PORT) --workers $(WORKERS)
+	$(BIN)/python -m commentsvc.operations.serving --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
 test: install
 	$(BIN)/python -m pytest

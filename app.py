@@ -4,7 +4,7 @@ The factory lives in the package (commentsvc.standalone), so the installed ``com
 command builds the same app.
 """
 
-from commentsvc import startup
+from commentsvc.operations import startup
 from commentsvc.standalone import create_app as _create_app
 from commentsvc.standalone import db, normalise_url
 

@@ -25,8 +25,8 @@ forwarded_allow_ips = ""
 
 # A worker dies with its master (prctl PDEATHSIG), so a master killed with SIGKILL leaves
 # no worker holding the port and a supervisor's restart can bind it at once.
-from commentsvc.parent_death import post_fork  # noqa: E402, F401
+from commentsvc.operations.parent_death import post_fork  # noqa: E402, F401
 
 # gunicorn's own lines (booting, a worker timeout, a crash's traceback) as JSON lines,
 # like the service's.
-logger_class = "commentsvc.gunicorn_logging.JsonLogger"
+logger_class = "commentsvc.operations.gunicorn_logging.JsonLogger"

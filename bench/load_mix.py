@@ -39,7 +39,7 @@ import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from commentsvc.database_urls import normalise_url  # noqa: E402
+from commentsvc.storage.database_urls import normalise_url  # noqa: E402
 
 BIN = Path(sys.executable).parent
 LIST = "/api/comments/"

@@ -23,7 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app import create_app  # noqa: E402
-from commentsvc import db, demo, interchange  # noqa: E402
+from commentsvc.interchange import ndjson
+from commentsvc.operations import demo
+from commentsvc.storage import engine  # noqa: E402
 
 REPLIES = 10_000
 RUNS = 30
@@ -77,11 +79,11 @@ def main() -> int:
         print("set DATABASE_URL to a scratch database", file=sys.stderr)
         return 2
     setup = create_app({"COMMENTSVC_DATABASE_URL": url})
-    with setup.app_context(), db.get_engine().begin() as conn:
-        db.drop_schema(conn)
-        db.create_schema(conn)
+    with setup.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
+        engine.create_schema(conn)
         demo.seed(conn, comments=2000, targets=10, seed=1, progress=False)
-        interchange.load(conn, thread_lines(args.replies))
+        ndjson.load(conn, thread_lines(args.replies))
     results = {}
     for cap in (0, 20):
         app = create_app({"COMMENTSVC_DATABASE_URL": url, "COMMENTSVC_MAX_EMBEDDED_REPLIES": cap,

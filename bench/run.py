@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from commentsvc.database_urls import normalise_url  # noqa: E402
+from commentsvc.storage.database_urls import normalise_url  # noqa: E402
 
 BIN = Path(sys.executable).parent
 ADMIN_URL = normalise_url(os.environ.get("BENCH_ADMIN_URL",

@@ -44,7 +44,7 @@ LOOPBACK = "127.0.0.1"
 
 
 class Serve:
-    """`python -m commentsvc.serving` (what `make serve` runs) on a free loopback port,
+    """`python -m commentsvc.operations.serving` (what `make serve` runs) on a free loopback port,
     its runtime files in a directory of its own."""
 
     def __init__(self, database_url: str, workers: int = 2, env: dict | None = None):
@@ -57,7 +57,7 @@ class Serve:
                    "COMMENTSVC_POST_RATE_LIMIT": "", **(env or {})}
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [str(BIN / "python"), "-m", "commentsvc.serving", "--host", LOOPBACK,
+            [str(BIN / "python"), "-m", "commentsvc.operations.serving", "--host", LOOPBACK,
              "--port", str(self.port), "--workers", str(workers),
              "--runtime-dir", str(self.runtime_dir)],
             cwd=ROOT, env=environ, stdout=self.log, stderr=subprocess.STDOUT)

@@ -26,10 +26,10 @@ from sqlalchemy.engine import Connection
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from commentsvc import pagination  # noqa: E402
-from commentsvc.database_urls import normalise_url  # noqa: E402
-from commentsvc.lists import CommentList  # noqa: E402
-from commentsvc.queries import listing  # noqa: E402
+from commentsvc.rules import pagination  # noqa: E402
+from commentsvc.rules.comment_lists import CommentList  # noqa: E402
+from commentsvc.storage.database_urls import normalise_url  # noqa: E402
+from commentsvc.storage.queries import listing  # noqa: E402
 
 PAGE_SIZE = 20
 PAGES = ("1", "1000", "50000", "last")

@@ -2,11 +2,21 @@
 
 Register ``comments_api`` on a Flask app that has Flask-SQLAlchemy set up, and
 ``ops_api`` for /healthz, /readyz and /metrics if the site wants them.
+
+The package's layers, each a sub-package:
+
+- ``web``: the HTTP face (blueprint, views, negotiation, the browsable page, OpenAPI,
+  responses, errors);
+- ``rules``: what needs no I/O (pagination, formatting, schemas, permissions);
+- ``storage``: the database and caches (engine, all SQL in ``storage.queries``,
+  positions and counters, replicas);
+- ``interchange``: NDJSON import and export, bulk loading;
+- ``operations``: health, metrics, logs, commands, demo data, the production server;
+- ``standalone``: the app factory of the service run on its own, and its sign-in page.
 """
 
-__version__ = "1.0.0"
-
-from .blueprint import comments_api  # noqa: E402 - after __version__, which it reads
-from .ops import ops_api  # noqa: E402
+from commentsvc.operations.endpoints import ops_api
+from commentsvc.version import __version__
+from commentsvc.web.blueprint import comments_api
 
 __all__ = ["__version__", "comments_api", "ops_api"]

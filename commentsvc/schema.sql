@@ -63,7 +63,7 @@ CREATE INDEX IF NOT EXISTS commentsvc_comment_target_pos
 CREATE INDEX IF NOT EXISTS commentsvc_comment_replies
     ON commentsvc_comment (parent_id, date_added, id);
 
--- The size of every non-empty list, keyed by commentsvc.lists.list_key(), and a version
+-- The size of every non-empty list, keyed by commentsvc.rules.comment_lists.list_key(), and a version
 -- bumped by every write that changes what the list shows (for ETags).
 CREATE TABLE IF NOT EXISTS commentsvc_list_count (
     list_key  VARCHAR(200) PRIMARY KEY,

@@ -20,7 +20,7 @@ from limits import parse_many
 from limits.storage import storage_from_string
 from werkzeug.utils import import_string
 
-from .database_urls import is_postgres, normalise_url
+from commentsvc.storage.database_urls import is_postgres, normalise_url
 
 PREFIX = "COMMENTSVC_"
 

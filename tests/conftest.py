@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 import hypothesis_profiles  # noqa: F401  (registers and loads the profiles)
 from app import create_app
-from commentsvc import db, store
-from commentsvc.database_urls import normalise_url
+from commentsvc.storage import engine, store
+from commentsvc.storage.database_urls import normalise_url
 
 ADMIN_URL = normalise_url(os.environ.get("COMMENTSVC_TEST_POSTGRES_URL",
                                         "postgresql://postgres@127.0.0.1:5432/postgres"))
@@ -71,9 +71,9 @@ def database_url(request, tmp_path):
 def make_app(database_url: str, **config):
     """A test app on ``database_url`` with a freshly created schema."""
     app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": database_url, **config})
-    with app.app_context(), db.get_engine().begin() as conn:
-        db.drop_schema(conn)
-        db.create_schema(conn)
+    with app.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
+        engine.create_schema(conn)
     return app
 
 
@@ -89,7 +89,7 @@ def app_factory(database_url):
     yield factory
     for app in made:
         with app.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def insert_records(app, records: list[dict]) -> None:
     users = [r for r in records if r["type"] == "user"]
     pages = [r for r in records if r["type"] == "comicpage"]
     comments = [r for r in records if r["type"] == "comment"]
-    with app.app_context(), db.get_engine().begin() as conn:
+    with app.app_context(), engine.get_engine().begin() as conn:
         for user in users:
             conn.execute(sa.text("INSERT INTO commentsvc_user (id, username, avatar) "
                                  "VALUES (:id, :username, :avatar)"), user)
@@ -178,7 +178,7 @@ def host_factory(database_url):
     yield factory
     for host in made:
         with host.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 @pytest.fixture
@@ -187,7 +187,7 @@ def pg_app(postgres_url):
     app = make_app(postgres_url)
     yield app
     with app.app_context():
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
 
 
 def backends(app, state: str | None = None) -> int:
@@ -244,10 +244,10 @@ class Community:
     """The community's data loaded into an app, with a token for each user."""
 
     def __init__(self, app):
-        from commentsvc import auth
+        from commentsvc.web import auth
 
         insert_records(app, COMMUNITY)
-        with app.app_context(), db.writing(db.get_engine()) as conn:
+        with app.app_context(), engine.writing(engine.get_engine()) as conn:
             self.tokens = {name: auth.create_token(conn, user_id)
                            for name, user_id in (("ann", 1), ("bob", 2), ("carol", 3))}
             auth.set_staff(conn, 3, True)
@@ -264,7 +264,7 @@ def community(app):
 
 def table_rows(app) -> dict[str, list[tuple]]:
     """Every row of every table of the service, for checking that a refusal wrote nothing."""
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         tables = [name for name in sa.inspect(conn).get_table_names()
                   if name.startswith("commentsvc_")]
         return {name: sorted(map(tuple, conn.execute(sa.text(f"SELECT * FROM {name}"))),

@@ -51,7 +51,7 @@ def assert_positions_exact(conn) -> None:
     """Every list's positions are 1..n in (date_added, id) order and its counter says n."""
     import sqlalchemy as sa
 
-    from commentsvc.lists import list_key
+    from commentsvc.rules.comment_lists import list_key
 
     rows = conn.execute(sa.text(
         "SELECT id, content_type, object_id, date_added, site_pos, kind_pos, target_pos "

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from commentsvc.database_urls import normalise_url
+from commentsvc.storage.database_urls import normalise_url
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

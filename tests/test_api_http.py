@@ -123,7 +123,7 @@ def test_missing_trailing_slash_redirects(client):
 
 
 def test_unexpected_error_is_json_500_without_a_traceback(client, monkeypatch):
-    from commentsvc import store
+    from commentsvc.storage import store
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("secret internals")

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from commentsvc import auth, db
+from commentsvc.storage import engine as db
+from commentsvc.web import auth
 from conftest import table_rows
 from helpers import assert_error
 

@@ -12,7 +12,8 @@ import pytest
 from flask import Flask
 from test_mounting import make_host
 
-from commentsvc import avatars, db
+from commentsvc.standalone import avatars
+from commentsvc.storage import engine
 
 DEFAULT = "/static/img/default-avatar.png"
 
@@ -124,7 +125,7 @@ def test_mounted_a_configured_default_avatar_is_kept(database_url):
         assert host.extensions["commentsvc"]["DEFAULT_AVATAR"] == DEFAULT
     finally:
         with host.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 def test_a_host_serving_the_package_static_folder_keeps_the_default(database_url):
@@ -143,7 +144,7 @@ def test_a_host_serving_the_package_static_folder_keeps_the_default(database_url
             assert response.data == avatars.silhouette()
     finally:
         with host.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 @pytest.mark.parametrize("name", ["%2Fx", "x%2F", "a%2F%2Fb"])

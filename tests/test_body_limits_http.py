@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from bench.load_mix import Gunicorn, prepare
-from commentsvc.database_urls import normalise_url
+from commentsvc.storage.database_urls import normalise_url
 from sized_bodies import KINDS, send, sized
 
 LIMIT = 1000

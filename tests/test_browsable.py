@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 import orjson
 import pytest
 
-from commentsvc.browsable import is_link_target, json_html, with_format
-from commentsvc.responses import PAGE_HEADERS
+from commentsvc.web.browsable import is_link_target, json_html, with_format
+from commentsvc.web.responses import PAGE_HEADERS
 from conftest import insert_records
 
 URL = "/api/comments/"
@@ -405,7 +405,7 @@ def test_a_refused_form_post_is_answered_in_json(client, community):
 def test_a_host_sites_signed_in_user_browses_and_posts_under_its_prefix(database_url):
     from test_host_login import make_site
 
-    from commentsvc import db
+    from commentsvc.storage import engine
 
     site = make_site(database_url)
     try:
@@ -425,4 +425,4 @@ def test_a_host_sites_signed_in_user_browses_and_posts_under_its_prefix(database
         assert "From a browser" in response.get_data(as_text=True)
     finally:
         with site.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from werkzeug.serving import make_server
 
-from commentsvc import db
+from commentsvc.storage import engine
 from conftest import make_app, read_ndjson, sample_path
 from helpers import newest_first
 
@@ -48,7 +48,7 @@ def service(tmp_path):
     thread.join()
     server.server_close()
     with app.app_context():
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
 
 
 @pytest.fixture

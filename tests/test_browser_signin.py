@@ -10,8 +10,11 @@ import stat
 import pytest
 from test_mounting import make_host
 
-from commentsvc import browser_session, db, settings, signin
-from commentsvc.secret_key import instance_secret
+from commentsvc import settings
+from commentsvc.standalone import signin
+from commentsvc.standalone.secret_key import instance_secret
+from commentsvc.storage import engine
+from commentsvc.web import browser_session
 from conftest import make_app, table_rows
 from helpers import ALLOW
 
@@ -171,8 +174,8 @@ def test_a_token_header_needs_no_csrf_token_even_beside_the_cookie(ann, communit
 
 
 def test_a_revoked_key_signs_its_browsers_out(app, ann, community):
-    with app.app_context(), db.writing(db.get_engine()) as conn:
-        from commentsvc import auth
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
+        from commentsvc.web import auth
 
         assert auth.revoke_token(conn, community.tokens["ann"])
     assert "Not signed in" in ann.get(LIST, headers=BROWSER).get_data(as_text=True)
@@ -260,7 +263,7 @@ def test_mounted_the_hosts_login_is_in_charge(database_url):
         assert "commentsvc_signin" not in host.blueprints
     finally:
         with host.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 def test_standalone_with_a_current_user_function_has_no_sign_in(app_factory):
@@ -288,7 +291,7 @@ def test_the_app_signs_with_the_instance_key_unless_one_is_set(database_url):
     finally:
         for app in (made, configured):
             with app.app_context():
-                db.get_engine().dispose()
+                engine.get_engine().dispose()
 
 
 def test_a_short_key_stops_the_service_without_showing_it():
@@ -323,4 +326,4 @@ def test_the_openapi_document_names_the_cookie_standalone_only(client, database_
             {"TokenAuth": []}]
     finally:
         with host.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()

@@ -17,11 +17,15 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from test_interchange import counts, import_file, invoke
 
-from commentsvc import __version__, front, progress
+from commentsvc import __version__
+from commentsvc.operations import front, progress
 from commentsvc.standalone import cli
 from conftest import ADMIN_URL, SAMPLE_COPY
 
 ROOT = Path(__file__).resolve().parents[1]
+# The ports check and the production launcher, run as `make run` and `make serve` run them.
+PORTS = [sys.executable, "-m", "commentsvc.operations.ports"]
+SERVING = [sys.executable, "-m", "commentsvc.operations.serving"]
 
 
 def flask(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -102,12 +106,12 @@ def test_a_taken_port_is_one_line_before_anything_starts():
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        taken = subprocess.run([sys.executable, "-m", "commentsvc.ports", "--port", str(port)],
+        taken = subprocess.run(PORTS + ["--port", str(port)],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert_one_line_error(taken, f"Port {port} on 127.0.0.1 is already in use",
                           "PORT=8001 make run")
     assert taken.stdout == ""
-    free = subprocess.run([sys.executable, "-m", "commentsvc.ports", "--port", str(port)],
+    free = subprocess.run(PORTS + ["--port", str(port)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (free.returncode, free.stdout, free.stderr) == (0, "", "")
 
@@ -135,7 +139,7 @@ def test_commentsvc_serve_on_a_taken_port_is_one_line(tmp_path):
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "commentsvc.serving", "--port", str(port),
+        done = subprocess.run(SERVING + ["--port", str(port),
                                "--runtime-dir", str(tmp_path / "run")], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
     assert_one_line_error(done, f"Port {port} on 127.0.0.1 is already in use",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from commentsvc import db, store
+from commentsvc.storage import engine, store
 
 URL = "/api/comments/?content_type=users.user&object_id=17"
 
 
 def add(app, **fields):
-    with app.app_context(), db.writing(db.get_engine()) as conn:
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
         return store.add_comment(conn, store.NewComment(**fields))
 
 

@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from commentsvc import db, store
+from commentsvc.storage import engine, store
 from conftest import insert_records, make_app, terminate_backends
 from helpers import assert_error, newest_first
 from tcp_proxy import TcpProxy
@@ -15,14 +15,14 @@ UNAVAILABLE = "The database is unavailable. Try again shortly."
 
 
 def test_sqlite_file_that_cannot_be_opened_is_503(tmp_path):
-    url = f"sqlite:///{tmp_path / 'missing-dir' / 'db.sqlite3'}"
+    url = f"sqlite:///{tmp_path / 'missing-dir' / 'engine.sqlite3'}"
     app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": url,
                       "COMMENTSVC_RETRY_AFTER": 7})
     response = app.test_client().get("/api/comments/")
     assert_error(response, 503, UNAVAILABLE)
     assert response.headers["Retry-After"] == "7"
     with app.app_context():
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
 
 
 def test_postgres_outage_is_503_and_the_service_recovers_by_itself(postgres_url, sample_records):
@@ -33,9 +33,9 @@ def test_postgres_outage_is_503_and_the_service_recovers_by_itself(postgres_url,
     app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": url,
                       "COMMENTSVC_DB_CONNECT_TIMEOUT": 2})
     try:
-        with app.app_context(), db.get_engine().begin() as conn:
-            db.drop_schema(conn)
-            db.create_schema(conn)
+        with app.app_context(), engine.get_engine().begin() as conn:
+            engine.drop_schema(conn)
+            engine.create_schema(conn)
         insert_records(app, sample_records)
         client = app.test_client()
         assert client.get("/api/comments/").status_code == 200
@@ -53,18 +53,18 @@ def test_postgres_outage_is_503_and_the_service_recovers_by_itself(postgres_url,
     finally:
         proxy.cut()
         with app.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 @pytest.mark.parametrize("exc", [sa.exc.OperationalError("SELECT 1", {}, Exception("gone")),
                                  sa.exc.TimeoutError("pool exhausted")])
 def test_database_errors_map_to_503(client, monkeypatch, exc):
-    from commentsvc import state_reader, store
+    from commentsvc.storage import counters, store
 
     def failing(*_args, **_kwargs):
         raise exc
 
-    monkeypatch.setattr(state_reader.ListStateReader, "read", failing)
+    monkeypatch.setattr(counters.ListStateReader, "read", failing)
     assert_error(client.get("/api/comments/"), 503, UNAVAILABLE)
     monkeypatch.undo()
     assert client.get("/api/comments/").status_code == 200  # an empty list's page 1 is built
@@ -87,18 +87,18 @@ def test_reads_replace_pooled_connections_the_server_dropped(postgres_url, sampl
         assert [c["id"] for c in again.get_json()["results"]] == newest_first(sample_records)[:10]
     finally:
         with app.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 def test_a_writer_replaces_a_pooled_connection_the_server_dropped(pg_app, sample_records):
     insert_records(pg_app, sample_records)
     root = next(r for r in sample_records if r["type"] == "comment")
-    with pg_app.app_context(), db.writing(db.get_engine()) as conn:
+    with pg_app.app_context(), engine.writing(engine.get_engine()) as conn:
         conn.execute(sa.text("SELECT 1"))  # leaves a connection in the pool
     terminate_backends(pg_app)
-    with pg_app.app_context(), db.writing(db.get_engine()) as conn:
+    with pg_app.app_context(), engine.writing(engine.get_engine()) as conn:
         store.soft_delete(conn, root["id"])
-    with pg_app.app_context(), db.snapshot(db.get_engine()) as conn:
+    with pg_app.app_context(), engine.snapshot(engine.get_engine()) as conn:
         deleted = conn.execute(sa.text("SELECT is_deleted FROM commentsvc_comment WHERE id = :id"),
                                {"id": root["id"]}).scalar()
     assert deleted

@@ -10,8 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from commentsvc import database_urls, db, settings
-from commentsvc.database_urls import UnsupportedDatabaseURL, normalise_url
+from commentsvc import settings
+from commentsvc.storage import database_urls
+from commentsvc.storage import engine as db
+from commentsvc.storage.database_urls import UnsupportedDatabaseURL, normalise_url
 
 
 @pytest.mark.parametrize(("url", "named"), [

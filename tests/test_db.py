@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from commentsvc import db
+from commentsvc.storage import engine as db
 
 
 def table_names(conn) -> set[str]:

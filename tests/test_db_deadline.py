@@ -18,8 +18,12 @@ import pytest
 import sqlalchemy as sa
 from psycopg2 import extensions
 
-from commentsvc import db, db_deadline, demo, interchange, outage, settings, store
+from commentsvc import settings
+from commentsvc.interchange import ndjson
+from commentsvc.operations import demo
 from commentsvc.standalone import create_app
+from commentsvc.storage import deadline, outage, store
+from commentsvc.storage import engine as db
 from conftest import Community, make_app
 from helpers import assert_error
 
@@ -90,7 +94,7 @@ def test_the_timeouts_reach_the_server_and_errors_show_no_parameters(deadline_ap
     with app.app_context(), db.get_engine().connect() as conn:
         assert conn.exec_driver_sql("SHOW idle_in_transaction_session_timeout").scalar() \
             == "1500ms"
-        assert extensions.get_wait_callback() is db_deadline.wait
+        assert extensions.get_wait_callback() is deadline.wait
         conn.exec_driver_sql("SET statement_timeout = 50")
         with pytest.raises(sa.exc.OperationalError) as raised:  # what a 503 would log
             conn.execute(sa.text("SELECT pg_sleep(1), :secret"), {"secret": "token-digest"})
@@ -149,7 +153,7 @@ def test_a_read_the_server_does_not_answer_is_503_within_the_deadline(deadline_a
 
 def test_a_write_the_server_does_not_answer_is_503_and_writes_nothing(deadline_app,
                                                                       monkeypatch):
-    from commentsvc import posting
+    from commentsvc.storage import posting
 
     app = deadline_app(COMMENTSVC_DB_RESPONSE_TIMEOUT=0.5, COMMENTSVC_DB_FAIL_FAST_SECONDS=0)
     people = Community(app)
@@ -192,13 +196,13 @@ def test_connecting_to_a_server_that_never_answers_honours_the_connect_timeout()
     """With a wait callback psycopg2 connects asynchronously, where libpq applies no
     connect_timeout; the callback applies it (a frozen postmaster accepts TCP but says
     nothing)."""
-    db_deadline.install()
+    deadline.install()
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)  # the kernel completes the handshake; nobody ever answers
     try:
         started = time.monotonic()
-        with pytest.raises(db_deadline.DatabaseNoAnswer):
+        with pytest.raises(deadline.DatabaseNoAnswer):
             psycopg2.connect(host="127.0.0.1", port=silent.getsockname()[1],
                              user="nobody", dbname="none", connect_timeout=1)
         assert time.monotonic() - started < 2.5
@@ -236,9 +240,9 @@ def test_commands_wait_as_long_as_they_need(postgres_url, monkeypatch):
     app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": postgres_url,
                       "COMMENTSVC_DB_RESPONSE_TIMEOUT": 0.2})
     monkeypatch.setattr(demo, "seed", _slow(demo.seed, 0.5))
-    monkeypatch.setattr(interchange, "dump", _slow(interchange.dump, 0.5))
+    monkeypatch.setattr(ndjson, "dump", _slow(ndjson.dump, 0.5))
     try:
-        assert extensions.get_wait_callback() is db_deadline.wait
+        assert extensions.get_wait_callback() is deadline.wait
         runner = app.test_cli_runner()
         result = runner.invoke(args=["seed", "--comments", "300", "--targets", "10"])
         assert result.exit_code == 0, result.output

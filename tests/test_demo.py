@@ -16,7 +16,8 @@ from test_interchange import (
     invoke,
 )
 
-from commentsvc import db, demo, progress
+from commentsvc.operations import demo, progress
+from commentsvc.storage import engine
 from conftest import parse_utc
 
 
@@ -187,18 +188,18 @@ def _first_seeded_users(app, tmp_path) -> list[dict]:
     from app import create_app
 
     fresh = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": f"sqlite:///{other}"})
-    with fresh.app_context(), db.get_engine().begin() as conn:
-        db.create_schema(conn)
+    with fresh.app_context(), engine.get_engine().begin() as conn:
+        engine.create_schema(conn)
     runner = fresh.test_cli_runner()
     seed(runner, "--comments", "400", "--targets", "10", "--seed", "1")
     users = [r for r in export_records(runner, tmp_path) if r["type"] == "user"]
     with fresh.app_context():
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
     return users
 
 
 def test_has_comments(app):
-    with app.app_context(), db.get_engine().begin() as conn:
+    with app.app_context(), engine.get_engine().begin() as conn:
         assert demo.has_comments(conn) is False
         demo.seed(conn, comments=1, targets=1, seed=1)
         assert demo.has_comments(conn) is True

@@ -27,7 +27,7 @@ def test_the_unit_stops_every_process_and_restarts_on_failure():
     assert service["KillSignal"] == "SIGTERM"
     assert service["Restart"] == "on-failure"
     program, *arguments = service["ExecStart"].split()
-    assert program.endswith("/python") and arguments[:2] == ["-m", "commentsvc.serving"]
+    assert program.endswith("/python") and arguments[:2] == ["-m", "commentsvc.operations.serving"]
     assert arguments[arguments.index("--runtime-dir") + 1] == (
         "/run/" + service["RuntimeDirectory"])
     # longer than a graceful stop (gunicorn's graceful_timeout, 30 s)

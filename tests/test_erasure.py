@@ -11,7 +11,7 @@ import json
 
 import sqlalchemy as sa
 
-from commentsvc import db, erasure
+from commentsvc.storage import engine, erasure
 from conftest import table_rows
 
 COMMENT_ROWS = sa.text("SELECT id, body, is_deleted, site_pos, kind_pos, target_pos, parent_id "
@@ -19,12 +19,12 @@ COMMENT_ROWS = sa.text("SELECT id, body, is_deleted, site_pos, kind_pos, target_
 
 
 def comment_rows(app) -> dict[int, tuple]:
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         return {row.id: tuple(row) for row in conn.execute(COMMENT_ROWS)}
 
 
 def user_row(app, user_id: int) -> tuple | None:
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         row = conn.execute(sa.text("SELECT username, avatar, is_staff FROM commentsvc_user "
                                    "WHERE id = :id"), {"id": user_id}).first()
         return tuple(row) if row else None
@@ -40,9 +40,9 @@ def export_records(runner, tmp_path, name: str = "export.ndjson") -> list[dict]:
 def round_trips(app, runner, tmp_path) -> None:
     """Export, import into an emptied database, export again: the same records."""
     first = export_records(runner, tmp_path, "first.ndjson")
-    with app.app_context(), db.get_engine().begin() as conn:
-        db.drop_schema(conn)
-        db.create_schema(conn)
+    with app.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
+        engine.create_schema(conn)
     result = runner.invoke(args=["import", str(tmp_path / "first.ndjson")])
     assert result.exit_code == 0, result.output
     assert export_records(runner, tmp_path, "second.ndjson") == first

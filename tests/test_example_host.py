@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from commentsvc import db as comments_db
+from commentsvc.storage import engine as comments_db
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "host_site" / "hostsite.py"

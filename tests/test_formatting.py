@@ -14,8 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from commentsvc import formatting
-from commentsvc.formatting import author_url, avatar_url, format_date, quote_segment, render_body
+from commentsvc.rules import formatting
+from commentsvc.rules.formatting import (
+    author_url,
+    avatar_url,
+    format_date,
+    quote_segment,
+    render_body,
+)
 from hypothesis_profiles import examples
 
 

@@ -22,7 +22,8 @@ import pytest
 
 from bench.load_mix import free_port
 from bench.slow_clients import Probe, Serve, Trickle
-from commentsvc import db, demo, front
+from commentsvc.operations import demo, front
+from commentsvc.storage import engine
 from conftest import make_app
 
 MAX_REQUEST_BYTES = 4096
@@ -48,9 +49,9 @@ def stack(request, tmp_path_factory):
         url = request.getfixturevalue("postgres_url")
     app = make_app(url)
     with app.app_context():
-        with db.writing(db.get_engine()) as conn:
+        with engine.writing(engine.get_engine()) as conn:
             demo.seed(conn, comments=30, targets=1, seed=1, progress=False)
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
     with Serve(url, env={"COMMENTSVC_MAX_REQUEST_BYTES": str(MAX_REQUEST_BYTES)}) as served:
         yield served
 

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from commentsvc.formatting import render_body
+from commentsvc.rules.formatting import render_body
 from hypothesis_profiles import examples
 
 # Pieces that meet the renderer's rules: link starts, their edges, markup, entities,

@@ -7,8 +7,8 @@ import socket
 import time
 
 from app import create_app
-from commentsvc import db
-from commentsvc.health import SERVICE_TABLES
+from commentsvc.operations.health import SERVICE_TABLES
+from commentsvc.storage import engine
 
 
 def closed_port() -> int:
@@ -49,8 +49,8 @@ def test_readyz_with_the_schema_in_place(client):
 
 
 def test_readyz_without_the_schema_names_the_missing_tables(app):
-    with app.app_context(), db.get_engine().begin() as conn:
-        db.drop_schema(conn)
+    with app.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
     response = app.test_client().get("/readyz")
     assert response.status_code == 503
     assert response.get_json() == {"status": "not ready", "reason": "schema missing",
@@ -60,7 +60,7 @@ def test_readyz_without_the_schema_names_the_missing_tables(app):
 
 
 def test_readyz_with_one_table_missing(app):
-    with app.app_context(), db.get_engine().begin() as conn:
+    with app.app_context(), engine.get_engine().begin() as conn:
         conn.exec_driver_sql("DROP TABLE commentsvc_token")
     body = app.test_client().get("/readyz").get_json()
     assert body["missing_tables"] == ["commentsvc_token"]

@@ -9,7 +9,8 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask, session
 
-from commentsvc import comments_api, db
+from commentsvc import comments_api
+from commentsvc.storage import engine
 from conftest import COMMUNITY, insert_records
 
 URL = "/community/api/comments/"
@@ -42,9 +43,9 @@ def make_site(database_url: str) -> Flask:
         return "ok"
 
     site.register_blueprint(comments_api, url_prefix="/community")
-    with site.app_context(), db.get_engine().begin() as conn:
-        db.drop_schema(conn)
-        db.create_schema(conn)
+    with site.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
+        engine.create_schema(conn)
     insert_records(site, COMMUNITY)
     return site
 
@@ -54,7 +55,7 @@ def site(database_url):
     site = make_site(database_url)
     yield site
     with site.app_context():
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
 
 
 def test_a_signed_in_host_user_posts_and_sees_their_rights(site):
@@ -75,7 +76,7 @@ def test_a_user_new_to_the_service_is_recorded_on_their_first_post(site):
     response = client.post(URL, json=POST)
     assert response.status_code == 201
     assert response.get_json()["author_avatar"] == "/media/users/dave/thumb/d.png"
-    with site.app_context(), db.get_engine().connect() as conn:
+    with site.app_context(), engine.get_engine().connect() as conn:
         row = conn.execute(sa.text(
             "SELECT username, avatar FROM commentsvc_user WHERE id = 7")).one()
     assert tuple(row) == ("dave", "d.png")

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from commentsvc import db, idempotency
+from commentsvc.storage import engine as db
+from commentsvc.web import idempotency
 from conftest import table_rows
 from helpers import assert_error
 
@@ -455,7 +456,7 @@ def test_erasing_a_user_drops_every_stored_answer_showing_them(app, client, comm
 def test_the_answers_showing_a_comment_are_found_by_index(app):
     """Deleting a comment looks up the stored answers that show it; with a day of keyed
     writes in the table that must not be a scan."""
-    from commentsvc.queries import idempotency as sql
+    from commentsvc.storage.queries import idempotency as sql
 
     with app.app_context(), db.get_engine().connect() as conn:
         if conn.dialect.name == "sqlite":

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from commentsvc import bulk_lock, db, store
+from commentsvc.storage import bulk_lock, store
+from commentsvc.storage import engine as db
 from conftest import COMMUNITY
 
 NEW = [{"type": "user", "id": 40, "username": "dee", "avatar": None}] + [

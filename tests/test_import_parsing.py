@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from commentsvc.interchange import ImportFailed, _Invalid, _RecordParser
+from commentsvc.interchange.ndjson import ImportFailed, _Invalid, _RecordParser
 
 CONTENT_TYPES = frozenset({"users.user", "comics.comicpage"})
 MAX_BODY = 40  # characters, as COMMENTSVC_MAX_BODY_LENGTH

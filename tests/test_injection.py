@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
-from commentsvc import db
+from commentsvc.storage import engine
 from conftest import table_rows
 from injections import INJECTIONS
 
@@ -52,11 +52,11 @@ def test_a_body_is_stored_and_shown_as_the_text_it_is(app, client, community):
                                                                            "body": text})
         assert response.status_code == 201, text
         comment_id = response.get_json()["id"]
-        with app.app_context(), db.get_engine().connect() as conn:
+        with app.app_context(), engine.get_engine().connect() as conn:
             stored = conn.execute(sa.text("SELECT body FROM commentsvc_comment WHERE id = :id"),
                                   {"id": comment_id}).scalar_one()
         assert stored == text
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         tables = {name for name in sa.inspect(conn).get_table_names()
                   if name.startswith("commentsvc_")}
         staff = conn.execute(sa.text("SELECT id FROM commentsvc_user WHERE is_staff")).all()

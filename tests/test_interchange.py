@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from commentsvc import bulk, db, interchange
+from commentsvc.interchange import copy_rows, ndjson
+from commentsvc.storage import engine
 from conftest import insert_records, read_ndjson, sample_path
 
 # --- helpers -----------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def canonical(records: list[dict]) -> list[str]:
 
 
 def counts(app) -> dict[str, int]:
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         return {table: conn.execute(sa.text(f"SELECT COUNT(*) FROM {table}")).scalar()
                 for table in ("commentsvc_user", "commentsvc_comicpage", "commentsvc_comment",
                               "commentsvc_list_count")}
@@ -96,7 +97,7 @@ def assert_positions(app) -> None:
         SELECT id, content_type, object_id, date_added, site_pos, kind_pos, target_pos
         FROM commentsvc_comment
     """).columns(date_added=sa.DateTime())
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         rows = conn.execute(query).all()
         stored_counts = dict(conn.execute(
             sa.text("SELECT list_key, n FROM commentsvc_list_count")).all())
@@ -119,7 +120,7 @@ def without_deleted_text(records: list[dict]) -> list[dict]:
 
 
 def test_docstring_examples_hold() -> None:
-    result = doctest.testmod(interchange)
+    result = doctest.testmod(ndjson)
     assert result.attempted > 0
     assert result.failed == 0
 
@@ -154,7 +155,7 @@ def test_export_is_written_like_the_sample(app, runner, tmp_path):
     sample_lines = sample_path().read_text(encoding="utf-8").splitlines()
     # Byte for byte the sample's own lines: separators, non-ASCII as itself, Z dates; a
     # deleted comment's text is never exported, even from a row that still holds it.
-    expected = {interchange._line({**json.loads(text_line), "body": ""}).rstrip("\n")
+    expected = {ndjson._line({**json.loads(text_line), "body": ""}).rstrip("\n")
                 if json.loads(text_line).get("is_deleted") else text_line
                 for text_line in sample_lines}
     assert set(text.splitlines()) == expected
@@ -201,7 +202,7 @@ def test_identical_duplicates_are_one_record(app, runner, tmp_path):
 
 def test_many_small_batches(app, runner, tmp_path, monkeypatch):
     """Batch boundaries (and several COPYs per table) lose and duplicate nothing."""
-    monkeypatch.setattr(interchange, "BATCH_SIZE", 7)
+    monkeypatch.setattr(ndjson, "BATCH_SIZE", 7)
     result = import_file(runner, sample_path())
     assert result.exit_code == 0, result.output
     assert canonical(export_records(runner, tmp_path)) == canonical(
@@ -213,7 +214,7 @@ def test_many_small_batches(app, runner, tmp_path, monkeypatch):
 def test_chunks_on_worker_processes_load_the_same(app, runner, tmp_path, monkeypatch, workers):
     """Chunk boundaries and worker processes lose, duplicate and reorder nothing: the
     result is the file's records, numbered as one process numbers them."""
-    monkeypatch.setattr(interchange, "CHUNK_LINES", 5)
+    monkeypatch.setattr(ndjson, "CHUNK_LINES", 5)
     records = read_ndjson(sample_path())
     random.Random(3).shuffle(records)  # replies before their roots, users after comments
     result = invoke(runner, ["import", "--workers", str(workers), str(write(tmp_path, records))])
@@ -232,7 +233,7 @@ def test_worker_processes_report_the_first_bad_line(app, runner, tmp_path, monke
                                                     bad, words):
     """With chunks parsed out of order on two processes, the earliest bad line is the one
     reported, and nothing is written."""
-    monkeypatch.setattr(interchange, "CHUNK_LINES", 4)
+    monkeypatch.setattr(ndjson, "CHUNK_LINES", 4)
     insert_records(app, BASE)
     before = export_text(runner, tmp_path)
     good = [user(1000 + n, f"user {n}") for n in range(40)]
@@ -338,11 +339,11 @@ def test_other_configured_content_types_are_not_checked_for_existence(app_factor
 
 
 def test_insert_rows_streams_batches_and_escapes(app):
-    """bulk.insert_rows on its own: many batches from a generator, awkward text intact."""
+    """copy_rows.insert_rows on its own: many batches from a generator, awkward text intact."""
     names = [f"{k} {body}" for k, body in enumerate(NASTY_BODIES * 3)]
     rows = ((k + 1, name, None if k % 2 else f"{name}.png") for k, name in enumerate(names))
-    with app.app_context(), db.get_engine().begin() as conn:
-        added = bulk.insert_rows(conn, "commentsvc_user", ("id", "username", "avatar"), rows,
+    with app.app_context(), engine.get_engine().begin() as conn:
+        added = copy_rows.insert_rows(conn, "commentsvc_user", ("id", "username", "avatar"), rows,
                                  batch_size=4)
         stored = conn.execute(sa.text(
             "SELECT id, username, avatar FROM commentsvc_user ORDER BY id")).all()
@@ -357,8 +358,8 @@ def test_insert_rows_streams_batches_and_escapes(app):
     ("commentsvc_user", ('"id"',)),
 ])
 def test_insert_rows_takes_identifiers_only(app, table, columns):
-    with app.app_context(), db.get_engine().begin() as conn, pytest.raises(ValueError):
-        bulk.insert_rows(conn, table, columns, [])
+    with app.app_context(), engine.get_engine().begin() as conn, pytest.raises(ValueError):
+        copy_rows.insert_rows(conn, table, columns, [])
 
 
 # --- rejections ----------------------------------------------------------------------------
@@ -544,7 +545,7 @@ def test_rejected_file_changes_nothing(app, runner, tmp_path, lines, line_number
 
 
 def test_import_failed_carries_line_and_reason():
-    failure = interchange.ImportFailed(7, "bad thing")
+    failure = ndjson.ImportFailed(7, "bad thing")
     assert (failure.line, failure.reason, str(failure)) == (7, "bad thing", "line 7: bad thing")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from commentsvc import db, metrics
+from commentsvc.operations import metrics
+from commentsvc.storage import engine
 
 
 def scrape(client) -> dict[str, list]:
@@ -84,7 +85,7 @@ def test_the_pool_gauge_reads_checked_out_connections(app):
     client = app.test_client()
     [gauge] = scrape(client)["commentsvc_db_pool_connections_in_use"]
     assert gauge.value == 0
-    with app.app_context(), db.get_engine().connect():
+    with app.app_context(), engine.get_engine().connect():
         [held] = scrape(client)["commentsvc_db_pool_connections_in_use"]
     assert held.value == 1
 

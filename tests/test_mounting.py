@@ -7,7 +7,8 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from werkzeug.exceptions import HTTPException
 
-from commentsvc import comments_api, db, settings
+from commentsvc import comments_api, settings
+from commentsvc.storage import engine
 from conftest import insert_records
 from helpers import ALLOW
 
@@ -28,9 +29,9 @@ def make_host(database_url: str, **config) -> Flask:
         return f"host says {exc.code}", exc.code
 
     host.register_blueprint(comments_api, url_prefix="/community")
-    with host.app_context(), db.get_engine().begin() as conn:
-        db.drop_schema(conn)
-        db.create_schema(conn)
+    with host.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
+        engine.create_schema(conn)
     return host
 
 

@@ -10,7 +10,8 @@ from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 from werkzeug.exceptions import MethodNotAllowed
 
-from commentsvc import idempotency, openapi, store
+from commentsvc.storage import store
+from commentsvc.web import idempotency, openapi
 from conftest import Community, insert_records
 
 URL = "/api/comments/"
@@ -126,9 +127,9 @@ def test_the_document_follows_the_mount_prefix_and_script_root(database_url):
     assert behind.get_json()["servers"] == [{"url": "/site"}]
     assert client.get("/community/api/schema/").get_json()["servers"] == [{"url": "/"}]
     with host.app_context():
-        from commentsvc import db
+        from commentsvc.storage import engine
 
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
 
 
 @pytest.fixture

@@ -64,7 +64,7 @@ def test_the_wheel_holds_the_package_its_data_and_the_command(wheel):
                and path.suffix != ".pyc"}
     assert sources - names == set()  # modules, schema.sql, seeds, templates, static
     assert {"commentsvc/schema.sql", "commentsvc/seeds/vocabulary.json",
-            "commentsvc/openapi.py", "commentsvc/standalone.py"} <= names
+            "commentsvc/web/openapi.py", "commentsvc/standalone/factory.py"} <= names
     dist_info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     entry_points = zipfile.ZipFile(wheel).read(dist_info).decode()
     assert "commentsvc = commentsvc.standalone:cli" in entry_points

@@ -6,8 +6,8 @@ import doctest
 
 import pytest
 
-from commentsvc import pagination
-from commentsvc.pagination import (
+from commentsvc.rules import pagination
+from commentsvc.rules.pagination import (
     InvalidPage,
     build_p8n,
     num_pages,

@@ -1,4 +1,4 @@
-"""commentsvc.parallel.ordered_map: results in order, the first error first, bounded."""
+"""commentsvc.interchange.parallel.ordered_map: results in order, the first error first, bounded."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from commentsvc.parallel import ordered_map
+from commentsvc.interchange.parallel import ordered_map
 
 
 class Refused(Exception):

@@ -8,31 +8,31 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from commentsvc import db, store
+from commentsvc.storage import engine, store
 from helpers import assert_positions_exact, newest_first, walk
 
 T0 = datetime(2023, 1, 1)
 
 
 def seed_minimal(app) -> None:
-    with app.app_context(), db.get_engine().begin() as conn:
+    with app.app_context(), engine.get_engine().begin() as conn:
         conn.execute(sa.text("INSERT INTO commentsvc_user (id, username) VALUES (1, 'ann')"))
 
 
 def add(app, **fields) -> int:
     values = {"content_type": "comics.comicpage", "object_id": 1, "author_id": 1,
               "body": "hi", **fields}
-    with app.app_context(), db.writing(db.get_engine()) as conn:
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
         return store.add_comment(conn, store.NewComment(**values))
 
 
 def check(app) -> None:
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         assert_positions_exact(conn)
 
 
 def versions(app) -> dict[str, int]:
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         rows = conn.execute(sa.text("SELECT list_key, version FROM commentsvc_list_count"))
         return dict(rows.all())
 
@@ -43,7 +43,7 @@ def test_bulk_load_numbers_every_list(app, sample):
 
 def test_renumbering_again_changes_no_version(app, sample):
     before = versions(app)
-    with app.app_context(), db.get_engine().begin() as conn:
+    with app.app_context(), engine.get_engine().begin() as conn:
         store.renumber(conn)
     assert versions(app) == before
     check(app)
@@ -81,7 +81,7 @@ def test_back_dated_comment_takes_its_place_in_time(app, sample, sample_records)
 
 def test_reply_to_a_reply_joins_the_thread_root(app, sample):
     reply_id = add(app, object_id=100, author_id=10, body="nested", parent_id=1019)
-    with app.app_context(), db.get_engine().connect() as conn:
+    with app.app_context(), engine.get_engine().connect() as conn:
         parent = conn.execute(sa.text("SELECT parent_id FROM commentsvc_comment WHERE id = :id"),
                               {"id": reply_id}).scalar_one()
     assert parent == 1024  # 1019 is a reply to the root 1024
@@ -121,7 +121,7 @@ def test_soft_delete_keeps_every_place_and_bumps_only_its_lists(app, client, sam
     before_versions = versions(app)
     before_ids = [e["id"] for p in walk(client, "/api/comments/?page_size=7")
                   for e in p["results"]]
-    with app.app_context(), db.writing(db.get_engine()) as conn:
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
         assert store.soft_delete(conn, 1030) is True
         assert store.soft_delete(conn, 1030) is False  # already deleted: nothing changes
     check(app)
@@ -137,7 +137,7 @@ def test_soft_delete_keeps_every_place_and_bumps_only_its_lists(app, client, sam
 
 def test_marking_read_bumps_versions_once_per_change(app, sample):
     before = versions(app)
-    with app.app_context(), db.writing(db.get_engine()) as conn:
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
         assert store.set_read(conn, 1222, True) is True
         assert store.set_read(conn, 1222, True) is False
         assert store.set_read(conn, 999999, True) is False  # no such comment

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from app import create_app
-from commentsvc import db
 from commentsvc.settings import SettingsError
+from commentsvc.storage import engine
 from conftest import REDIS_TEST_URL, Community, make_app, require_redis, table_rows
 from helpers import assert_error
 
@@ -69,7 +69,7 @@ def test_the_default_allows_30_a_minute(client, community):
                                              ("RATE_LIMIT_STORAGE", "nowhere://")])
 def test_bad_limit_settings_stop_the_service(name, value, tmp_path):
     with pytest.raises(SettingsError, match=f"COMMENTSVC_{name}"):
-        make_app(f"sqlite:///{tmp_path / 'db.sqlite3'}", **{f"COMMENTSVC_{name}": value})
+        make_app(f"sqlite:///{tmp_path / 'engine.sqlite3'}", **{f"COMMENTSVC_{name}": value})
 
 
 REDIS_URL = REDIS_TEST_URL.rsplit("/", 1)[0] + "/15"
@@ -92,7 +92,7 @@ def test_redis_storage_shares_the_count_between_workers(app_factory):
         assert first.test_client().post(URL, json=POST, headers=headers).status_code == 429
     finally:
         with second.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
         redis.Redis.from_url(REDIS_URL).flushdb()
 
 

@@ -12,7 +12,7 @@ import redis
 import sqlalchemy as sa
 
 from commentsvc import settings
-from commentsvc.replicas import RecentWriters, ReplicaRouter
+from commentsvc.storage.replicas import RecentWriters, ReplicaRouter
 from conftest import Community
 
 

@@ -37,8 +37,8 @@ import sqlalchemy as sa
 from pg_cluster import PgCluster, skip_reason
 
 from bench.load_mix import Gunicorn, prepare, request
-from commentsvc.replicas import measure_lag
-from commentsvc.shared_cache import KEY_PREFIX
+from commentsvc.storage.replicas import measure_lag
+from commentsvc.storage.shared_page_cache import KEY_PREFIX
 from conftest import REDIS_TEST_URL, require_redis
 
 pytestmark = [pytest.mark.replicas,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from commentsvc import db, store
+from commentsvc.storage import engine, store
 from conftest import insert_records
 
 ROOT_URL = "/api/comments/?content_type=comics.comicpage&object_id=100&page_size=100"
@@ -12,7 +12,7 @@ ROOT_URL = "/api/comments/?content_type=comics.comicpage&object_id=100&page_size
 
 def add_replies(app, parent_id: int, count: int) -> list[int]:
     ids = []
-    with app.app_context(), db.writing(db.get_engine()) as conn:
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
         for n in range(count):
             ids.append(store.add_comment(conn, store.NewComment(
                 content_type="comics.comicpage", object_id=100, author_id=10,

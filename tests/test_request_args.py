@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from commentsvc import request_args
-from commentsvc.errors import ValidationFailed
-from commentsvc.lists import CommentList
-from commentsvc.schemas import NO_TARGET, ListQuerySchema
+from commentsvc.rules.comment_lists import CommentList
+from commentsvc.rules.schemas import NO_TARGET, ListQuerySchema
+from commentsvc.web import request_args
+from commentsvc.web.errors import ValidationFailed
 
 
 class FakeRequest:

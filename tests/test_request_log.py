@@ -11,7 +11,10 @@ import pytest
 from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 
-from commentsvc import comments_api, db, metrics, ops_api, request_log, views
+from commentsvc import comments_api, ops_api
+from commentsvc.operations import metrics, request_log
+from commentsvc.storage import engine
+from commentsvc.web import views
 
 KEYS = ["time", "level", "method", "path", "status", "duration_ms", "request_id",
         "remote_addr"]
@@ -163,9 +166,9 @@ def make_host(database_url: str, with_ops: bool) -> Flask:
     host.register_blueprint(comments_api, url_prefix="/community")
     if with_ops:
         host.register_blueprint(ops_api, url_prefix="/community")
-    with host.app_context(), db.get_engine().begin() as conn:
-        db.drop_schema(conn)
-        db.create_schema(conn)
+    with host.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
+        engine.create_schema(conn)
     return host
 
 
@@ -194,7 +197,7 @@ def test_mounted_comments_are_logged_and_counted_and_the_hosts_pages_are_not(
         assert 'endpoint="unmatched",method="GET",status="404"} 1.0' in text
     finally:
         with host.app_context():
-            db.get_engine().dispose()
+            engine.get_engine().dispose()
 
 
 def test_library_errors_with_their_tracebacks_are_json_lines(client, capsys, monkeypatch):
@@ -218,7 +221,7 @@ def test_library_errors_with_their_tracebacks_are_json_lines(client, capsys, mon
 def test_gunicorns_own_lines_are_json(capsys):
     from gunicorn.config import Config
 
-    from commentsvc.gunicorn_logging import JsonLogger
+    from commentsvc.operations.gunicorn_logging import JsonLogger
 
     config = Config()
     config.set("loglevel", "info")

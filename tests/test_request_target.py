@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from werkzeug.sansio.utils import host_is_trusted
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
-from commentsvc.request_target import valid_host
+from commentsvc.web.request_target import valid_host
 from conftest import table_rows
 from helpers import ALLOW, assert_error
 from hypothesis_profiles import examples
@@ -202,7 +202,8 @@ def test_every_host_accepted_is_one_werkzeug_builds_urls_from(host):
 def test_the_worked_examples_hold():
     import doctest
 
-    from commentsvc import request_target, schemas
+    from commentsvc.rules import schemas
+    from commentsvc.web import request_target
 
     for module in (request_target, schemas):
         result = doctest.testmod(module)

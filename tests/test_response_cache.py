@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from commentsvc import db, store
-from commentsvc.response_cache import ResponseCache
+from commentsvc.storage import engine, store
+from commentsvc.storage.page_cache import ResponseCache
 from conftest import insert_records
 
 URL = "/api/comments/?content_type=users.user&object_id=17"
@@ -48,7 +48,7 @@ def test_same_tag_is_served_from_the_cache(client, sample, monkeypatch):
 def test_a_write_makes_a_new_page(app, client, sample, monkeypatch):
     builds = count_page_builds(monkeypatch)
     before = client.get(URL).get_json()
-    with app.app_context(), db.writing(db.get_engine()) as conn:
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
         store.soft_delete(conn, 1298)
     after = client.get(URL).get_json()
     assert len(builds) == 2

@@ -1,7 +1,7 @@
 """Every page of the sample, whole, against an oracle built without the service's code.
 
 Bodies come from a hand-written table, dates from strftime in the C locale, paths from
-urllib's quote: none of it shares code with commentsvc.formatting.
+urllib's quote: none of it shares code with commentsvc.rules.formatting.
 """
 
 from __future__ import annotations

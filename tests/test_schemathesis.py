@@ -21,7 +21,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from commentsvc import auth, db
+from commentsvc.storage import engine
+from commentsvc.web import auth
 from hypothesis_profiles import examples
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
@@ -32,7 +33,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 def seeded(app, sample):
     """The app with the sample's comments, and a staff user's key: writes reach the data."""
     staff = next(r["id"] for r in sample if r["type"] == "user")
-    with app.app_context(), db.writing(db.get_engine()) as conn:
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
         key = auth.create_token(conn, staff)
         auth.set_staff(conn, staff, True)
     return app, {"Authorization": f"Token {key}"}

@@ -20,10 +20,11 @@ from test_front import require_nginx
 
 from bench.load_mix import LIST, Gunicorn
 from bench.slow_clients import Serve
-from commentsvc import db
+from commentsvc.storage import engine
 from conftest import insert_records, make_app
 
 ROOT = Path(__file__).resolve().parent.parent
+SERVING = [sys.executable, "-m", "commentsvc.operations.serving"]
 SUPERVISOR_SECONDS = 2  # how soon a restart must be able to bind the port again
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -78,7 +79,7 @@ def seeded_url(database_url, sample_records):
     app = make_app(database_url)
     insert_records(app, sample_records)
     with app.app_context():
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
     return database_url
 
 
@@ -136,7 +137,7 @@ def serve_url(tmp_path):
     url = f"sqlite:///{tmp_path / 'serve.sqlite3'}"
     app = make_app(url)
     with app.app_context():
-        db.get_engine().dispose()
+        engine.get_engine().dispose()
     return url
 
 
@@ -178,7 +179,7 @@ def test_a_killed_launcher_takes_nginx_and_gunicorn_with_it(serve_url):
 def test_bad_settings_stop_the_launcher_before_anything_starts(tmp_path):
     require_nginx()
     env = {**os.environ, "COMMENTSVC_MAX_REQUEST_BYTES": "0"}
-    finished = subprocess.run([sys.executable, "-m", "commentsvc.serving", "--port", "0"],
+    finished = subprocess.run(SERVING + ["--port", "0"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2  # a start-up problem: one line, no traceback
     assert "COMMENTSVC_MAX_REQUEST_BYTES='0'" in finished.stderr

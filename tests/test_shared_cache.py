@@ -7,7 +7,7 @@ import logging
 
 import redis
 
-from commentsvc.shared_cache import KEY_PREFIX, RedisResponseCache
+from commentsvc.storage.shared_page_cache import KEY_PREFIX, RedisResponseCache
 from conftest import Community
 
 URL = "/api/comments/?content_type=comics.comicpage&object_id=10"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 
-from commentsvc import db, state_reader, store
-from commentsvc.lists import CommentList
+from commentsvc.rules.comment_lists import CommentList
+from commentsvc.storage import counters, store
+from commentsvc.storage import engine as db
 from conftest import backends, insert_records, terminate_backends
 
 
@@ -15,7 +16,7 @@ def states(app, comments: CommentList):
     with app.app_context():
         engine = db.get_engine()
         with db.snapshot(engine) as conn:
-            return state_reader.reader_for(engine).read(comments.key), store.state(conn, comments)
+            return counters.reader_for(engine).read(comments.key), store.state(conn, comments)
 
 
 def test_reader_agrees_with_the_snapshot_read(app, sample_records):
@@ -43,7 +44,7 @@ def test_reader_sees_each_write_at_once(app, sample_records):
 
 def read_site(app) -> store.ListState:
     with app.app_context():
-        return state_reader.reader_for(db.get_engine()).read("site")
+        return counters.reader_for(db.get_engine()).read("site")
 
 
 def test_reads_leave_no_transaction_open_on_postgresql(pg_app):
@@ -82,14 +83,14 @@ def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents(pg_app):
 
 
 def test_positional_converts_the_named_parameter():
-    assert state_reader.positional("WHERE k = :list_key", "pyformat") == "WHERE k = %s"
-    assert state_reader.positional("WHERE k = :list_key", "qmark") == "WHERE k = ?"
+    assert counters.positional("WHERE k = :list_key", "pyformat") == "WHERE k = %s"
+    assert counters.positional("WHERE k = :list_key", "qmark") == "WHERE k = ?"
 
 
 def reader_connection_sql(app, statement: str) -> None:
     """Run ``statement`` on the reader's own kept connection (this thread's)."""
     with app.app_context():
-        reader = state_reader.reader_for(db.get_engine())
+        reader = counters.reader_for(db.get_engine())
         with reader._connection().cursor() as cursor:
             cursor.execute(statement)
 
@@ -97,21 +98,21 @@ def reader_connection_sql(app, statement: str) -> None:
 def test_postgresql_reads_use_a_prepared_statement(pg_app):
     read_site(pg_app)
     with pg_app.app_context():
-        reader = state_reader.reader_for(db.get_engine())
+        reader = counters.reader_for(db.get_engine())
         with reader._connection().cursor() as cursor:
             cursor.execute("SELECT name FROM pg_prepared_statements")
             names = [row[0] for row in cursor.fetchall()]
-    assert reader.uses_prepared and state_reader.PREPARED_NAME in names
+    assert reader.uses_prepared and counters.PREPARED_NAME in names
 
 
 def test_a_lost_prepared_statement_switches_to_the_plain_read(pg_app, sample_records):
     """As behind a pooler that hands the next statement to another server session."""
     insert_records(pg_app, sample_records)
     expected = read_site(pg_app)
-    reader_connection_sql(pg_app, f"DEALLOCATE {state_reader.PREPARED_NAME}")
+    reader_connection_sql(pg_app, f"DEALLOCATE {counters.PREPARED_NAME}")
     assert read_site(pg_app) == expected  # answered by the fallback read
     with pg_app.app_context():
-        assert not state_reader.reader_for(db.get_engine()).uses_prepared
+        assert not counters.reader_for(db.get_engine()).uses_prepared
     assert read_site(pg_app) == expected
 
 
@@ -124,4 +125,4 @@ def test_the_prepared_read_follows_a_recreated_schema(pg_app, sample_records):
     count = sum(r["type"] == "comment" for r in sample_records)
     assert read_site(pg_app).count == count
     with pg_app.app_context():  # the server planned it again on the new table
-        assert state_reader.reader_for(db.get_engine()).uses_prepared
+        assert counters.reader_for(db.get_engine()).uses_prepared

@@ -6,8 +6,12 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from commentsvc import db, demo, interchange, posting, settings, store
+from commentsvc import settings
+from commentsvc.interchange import ndjson
+from commentsvc.operations import demo
 from commentsvc.standalone import create_app
+from commentsvc.storage import engine as db
+from commentsvc.storage import posting, store
 from conftest import Community, make_app
 from helpers import assert_error
 
@@ -96,7 +100,7 @@ def test_commands_are_not_bound_by_the_request_timeout(postgres_url, monkeypatch
     app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": postgres_url,
                       "COMMENTSVC_STATEMENT_TIMEOUT_MS": 100})
     monkeypatch.setattr(demo, "seed", _slow(demo.seed, 0.3))
-    monkeypatch.setattr(interchange, "dump", _slow(interchange.dump, 0.3))
+    monkeypatch.setattr(ndjson, "dump", _slow(ndjson.dump, 0.3))
     try:
         runner = app.test_cli_runner()
         result = runner.invoke(args=["seed", "--comments", "300", "--targets", "10"])

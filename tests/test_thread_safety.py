@@ -19,9 +19,13 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from limits.errors import StorageError
 
-from commentsvc import comments_api, db, db_deadline, metrics, outage, rate_limit
-from commentsvc.errors import Throttled
-from commentsvc.replicas import RecentWriters, ReplicaRouter
+from commentsvc import comments_api
+from commentsvc.operations import metrics
+from commentsvc.storage import deadline, outage
+from commentsvc.storage import engine as db
+from commentsvc.storage.replicas import RecentWriters, ReplicaRouter
+from commentsvc.web import rate_limit
+from commentsvc.web.errors import Throttled
 
 # How long the stopped thread lets the other one run: ample for code that does not wait.
 MEANWHILE_SECONDS = 0.3
@@ -95,7 +99,7 @@ def test_an_engines_outage_log_and_deadline_are_made_once(monkeypatch):
 
     groups = []
 
-    class SlowGroup(db_deadline._Group):
+    class SlowGroup(deadline._Group):
         def __init__(self, *args):
             groups.append(self)
             hook_group()
@@ -103,14 +107,14 @@ def test_an_engines_outage_log_and_deadline_are_made_once(monkeypatch):
 
     hook = once(lambda: threads.append(meanwhile(lambda: found.append(
         outage.watch(engine, 2)))))
-    hook_group = once(lambda: threads.append(meanwhile(lambda: db_deadline.watch(engine, 4))))
+    hook_group = once(lambda: threads.append(meanwhile(lambda: deadline.watch(engine, 4))))
     monkeypatch.setattr(outage, "Outage", SlowOutage)
-    monkeypatch.setattr(db_deadline, "_Group", SlowGroup)
+    monkeypatch.setattr(deadline, "_Group", SlowGroup)
     first = outage.watch(engine, 2)
-    db_deadline.watch(engine, 4)
+    deadline.watch(engine, 4)
     finish(*threads)
     assert found == [first] and outage.outage_of(engine) is first
-    assert len(groups) == 1 and db_deadline._engines[engine] is groups[0]
+    assert len(groups) == 1 and deadline._engines[engine] is groups[0]
     engine.dispose()
 
 

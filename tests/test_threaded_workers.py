@@ -27,7 +27,7 @@ import pytest
 import sqlalchemy as sa
 
 from bench.load_mix import Gunicorn, prepare
-from commentsvc.database_urls import normalise_url
+from commentsvc.storage.database_urls import normalise_url
 from conftest import own_database
 
 CLIENTS = 16

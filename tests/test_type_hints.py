@@ -60,9 +60,9 @@ def missing_hints(function: Callable) -> list[str]:
 
 def test_the_walk_finds_the_package_functions():
     names = dict(public_functions())
-    assert "commentsvc.standalone.create_app" in names
-    assert "commentsvc.views.CommentListView.get" in names
-    assert "commentsvc.cli.init_db_command" in names
+    assert "commentsvc.standalone.factory.create_app" in names
+    assert "commentsvc.web.views.CommentListView.get" in names
+    assert "commentsvc.operations.cli.init_db_command" in names
     assert len(names) > 150
 
 

@@ -24,8 +24,8 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from werkzeug.wrappers import Response
 
 from commentsvc import comments_api
-from commentsvc import db as comments_db
-from commentsvc.database_urls import normalise_url
+from commentsvc.storage import engine as comments_db
+from commentsvc.storage.database_urls import normalise_url
 
 db = SQLAlchemy()
 

@@ -1,0 +1,1 @@
+"""Interchange: NDJSON import and export, and the bulk loading they stand on."""

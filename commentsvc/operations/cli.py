@@ -1,0 +1,212 @@
+"""Command-line commands: `flask --app app init-db | import | export | seed | create-token |
+revoke-token | staff | erase-user | purge-idempotency-keys`.
+
+Each command runs in one transaction: it either finishes or leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from typing import IO
+
+import click
+from flask.cli import with_appcontext
+
+from commentsvc import settings
+from commentsvc.interchange import ndjson
+from commentsvc.operations import demo, progress
+from commentsvc.operations.startup import StartupError
+from commentsvc.storage import engine, erasure
+from commentsvc.storage.queries import interchange as q
+from commentsvc.web import auth, idempotency
+
+
+def _engine():
+    return engine.get_engine()
+
+
+@click.command("init-db")
+@with_appcontext
+@click.option("--drop", is_flag=True, help="Drop the service's tables first (loses data).")
+@click.option("--yes", is_flag=True, help="Drop without asking (--drop on no terminal).")
+def init_db_command(drop: bool, yes: bool) -> None:
+    """Create the tables and indexes that do not exist yet; blank the text of comments
+    deleted before deletion removed it."""
+    if drop and not yes:
+        _confirm_drop()
+    with _engine().begin() as conn:
+        engine.without_statement_timeout(conn)
+        if drop:
+            engine.drop_schema(conn)
+        engine.create_schema(conn)
+        blanked = erasure.blank_deleted(conn)
+    if blanked:
+        click.echo(f"Removed the text of {blanked} deleted comment(s).")
+    click.echo("Dropped the service's tables; database schema ready." if drop
+               else "Database schema ready.")
+
+
+def _confirm_drop() -> None:
+    """Ask before ``init-db --drop`` deletes everything; refuse (exit 2) when no one can
+    be asked."""
+    question = ("init-db --drop deletes every comment, user, comic page and key of the "
+                "service. Go on?")
+    if not sys.stdin.isatty():
+        raise StartupError("init-db --drop deletes every comment, user and key of the "
+                           "service; nobody is at a terminal to confirm: add --yes.")
+    if not click.confirm(question, default=False):
+        click.echo("Nothing dropped.", err=True)
+        sys.exit(1)
+
+
+@click.command("import")
+@with_appcontext
+@click.argument("file", type=click.File("rb"))
+@click.option("--workers", type=click.IntRange(min=1), default=lambda: os.cpu_count() or 1,
+              show_default="the number of CPUs",
+              help="Processes that check the lines of a big file (PostgreSQL).")
+def import_command(file: IO[bytes], workers: int) -> None:
+    """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
+    try:
+        # The writer's lock: positions are renumbered, so no API write may interleave.
+        with engine.writing(_engine(), unlimited=True, bulk=True) as conn, \
+                progress.bar(_size(file), f"Importing {file.name}") as advance:
+            engine.create_schema(conn)
+            erasure.blank_deleted(conn)  # stored rows must compare as the file's do
+            lines = progress.counting(file, advance, size=len)  # the bar counts bytes
+            report = ndjson.load(conn, lines, workers=workers)
+    except ndjson.ImportFailed as exc:
+        click.echo(f"Import failed: {exc}", err=True)
+        sys.exit(1)
+    click.echo(report.summary())
+
+
+@click.command("export")
+@with_appcontext
+@click.argument("file", type=click.File("w", encoding="utf-8", lazy=True))
+def export_command(file: IO[str]) -> None:
+    """Write every user, comic page and comment as NDJSON, streamed in id order, from one
+    snapshot: what is written meanwhile is not in the file, so every record's references
+    are (a REPEATABLE READ transaction on PostgreSQL, one transaction on SQLite)."""
+    # The isolation level is set before the first statement, which begins the
+    # transaction; set afterwards it would come too late for that transaction.
+    started = time.monotonic()
+    with engine.snapshot(_engine()) as conn:
+        engine.without_statement_timeout(conn)
+        total = sum(conn.execute(q.RECORD_COUNTS).one()) if progress.on_terminal() else None
+        written = 0
+        with progress.bar(total, "Exporting") as advance:
+            for line in progress.counting(ndjson.dump(conn), advance):
+                file.write(line)
+                written += 1
+        file.write("")  # the lazy file is created on first write: an empty export too
+    # On stderr: the records themselves may be going to standard output.
+    click.echo(f"Exported {written:,} records to {file.name} in "
+               f"{time.monotonic() - started:.1f} s.", err=True)
+
+
+def _size(file: IO[bytes]) -> int | None:
+    """Bytes in ``file`` when it is a regular file (not a pipe): the import bar's length."""
+    try:
+        status = os.fstat(file.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
+@click.command("seed")
+@with_appcontext
+@click.option("--comments", default=500, show_default=True, type=click.IntRange(min=0))
+@click.option("--targets", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", "seed_value", default=1, show_default=True, type=int,
+              help="Same seed, same data.")
+@click.option("--hot-share", default=0.0, show_default=True,
+              type=click.FloatRange(min=0.0, max=1.0),
+              help="Share of all comments that go to the most popular target.")
+@click.option("--if-empty", is_flag=True, help="Do nothing when comments already exist.")
+def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
+                 if_empty: bool) -> None:
+    """Generate realistic demo users, pages and comments, deterministically."""
+    # Renumbers: API writers get 503 at once meanwhile (the bulk writers' flag).
+    with engine.writing(_engine(), unlimited=True, bulk=True) as conn:
+        engine.create_schema(conn)
+        if if_empty and demo.has_comments(conn):
+            click.echo("Comments already exist; nothing seeded.")
+            return
+        report = demo.seed(conn, comments=comments, targets=targets, seed=seed_value,
+                           hot_share=hot_share)
+    click.echo(report)
+
+
+@click.command("create-token")
+@with_appcontext
+@click.argument("user_id", type=int)
+def create_token_command(user_id: int) -> None:
+    """Make a sign-in key for a user and print it (only here: the service keeps a digest)."""
+    try:
+        with engine.writing(_engine()) as conn:
+            key = auth.create_token(conn, user_id)
+    except auth.UnknownUser:
+        click.echo(f"No user has id {user_id}.", err=True)
+        sys.exit(1)
+    click.echo(key)
+
+
+@click.command("revoke-token")
+@with_appcontext
+@click.argument("key")
+def revoke_token_command(key: str) -> None:
+    """Withdraw a sign-in key: requests with it get 401 from now on."""
+    with engine.writing(_engine()) as conn:
+        revoked = auth.revoke_token(conn, key)
+    if not revoked:
+        click.echo("No such key.", err=True)
+        sys.exit(1)
+    click.echo("Key revoked.")
+
+
+@click.command("staff")
+@with_appcontext
+@click.argument("user_id", type=int)
+@click.option("--remove", is_flag=True, help="Take staff away instead.")
+def staff_command(user_id: int, remove: bool) -> None:
+    """Make a user staff (may delete any comment, mark comic page comments read)."""
+    with engine.writing(_engine()) as conn:
+        found = auth.set_staff(conn, user_id, not remove)
+    if not found:
+        click.echo(f"No user has id {user_id}.", err=True)
+        sys.exit(1)
+    click.echo(f"User {user_id} is {'no longer ' if remove else ''}staff.")
+
+
+@click.command("erase-user")
+@with_appcontext
+@click.argument("user_id", type=int)
+def erase_user_command(user_id: int) -> None:
+    """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
+    their sign-in keys. List positions and replies stay."""
+    with engine.writing(_engine(), unlimited=True) as conn:
+        erased = erasure.erase_user(conn, user_id)
+    if erased is None:
+        click.echo(f"No user has id {user_id}.", err=True)
+        sys.exit(1)
+    click.echo(erased.summary())
+
+
+@click.command("purge-idempotency-keys")
+@with_appcontext
+def purge_idempotency_keys_command() -> None:
+    """Delete idempotency keys older than IDEMPOTENCY_RETENTION_HOURS (in batches, each
+    its own transaction, so API writes never wait long)."""
+    hours = settings.current()["IDEMPOTENCY_RETENTION_HOURS"]
+    deleted = idempotency.purge(_engine(), hours, batch=None)
+    click.echo(f"Purged {deleted} idempotency key{'s' if deleted != 1 else ''} "
+               f"older than {hours:g} h.")
+
+
+COMMANDS = (init_db_command, import_command, export_command, seed_command,
+            create_token_command, revoke_token_command, staff_command, erase_user_command,
+            purge_idempotency_keys_command)

@@ -1,0 +1,30 @@
+"""The standalone service's /media/: every user's avatar thumbnail, drawn on request.
+
+The standalone service keeps no uploaded files, so ``/media/users/<name>/thumb/<file>``
+(the author_avatar of a user with an avatar) answers the identicon of ``<name>`` whatever
+the file is called. The picture depends on the name only, so it is cached by clients
+for a day and revalidated with its ETag. A host site serves its own media; this
+blueprint is registered by the standalone app only.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+
+from commentsvc.standalone import avatars
+from commentsvc.web.responses import NOSNIFF
+
+media_api = Blueprint("commentsvc_media", __name__)
+
+# A picture never changes for a name (VERSION aside): a day of reuse, then a 304.
+CACHE_CONTROL = "public, max-age=86400"
+
+
+@media_api.get("/media/users/<path:name>/thumb/<file>")
+def user_thumbnail(name: str, file: str) -> Response:
+    """The 64x64 PNG of the user ``name`` (percent-decoded, slashes and all)."""
+    tag = f"{avatars.VERSION}-{avatars.name_digest(name).hex()[:32]}"
+    response = Response(avatars.identicon(name), mimetype="image/png",
+                        headers={"Cache-Control": CACHE_CONTROL, **NOSNIFF})
+    response.set_etag(tag)
+    return response.make_conditional(request)

@@ -1,0 +1,2 @@
+"""Storage: the engine, every SQL statement (``queries``), list positions and counters,
+replicas and the page caches."""

@@ -1,0 +1,276 @@
+"""Where the service finds its database: the Flask-SQLAlchemy engine of the app it runs in.
+
+Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension serves
+(``COMMENTSVC_BIND_KEY`` picks one of its binds). The service only borrows the engine.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from flask import current_app
+from sqlalchemy import event, inspect
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from commentsvc.storage import bulk_lock, deadline, outage
+
+T = TypeVar("T")
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema.sql"
+
+# Engines given their hooks (prepare_engine), and those also given their deadline and
+# outage log (protect): each set gets an engine only once that is complete, so a thread
+# that finds it there may use the engine at once; the lock makes others wait meanwhile.
+_prepared: weakref.WeakSet[Engine] = weakref.WeakSet()
+_served: weakref.WeakSet[Engine] = weakref.WeakSet()
+_setting_up = threading.RLock()
+
+
+def get_engine() -> Engine:
+    """The engine of the current app's Flask-SQLAlchemy extension (a host's engine is set
+    up on its first use, once, whichever threads ask at the same time)."""
+    ext = current_app.extensions["sqlalchemy"]
+    engine = ext.engines[current_app.config.get("COMMENTSVC_BIND_KEY")]
+    if engine not in _served:
+        with _setting_up:
+            if engine not in _served:
+                prepare_engine(engine)
+                protect(engine, current_app.extensions["commentsvc"])
+                _served.add(engine)
+    found = outage.outage_of(engine)
+    if found is not None:
+        found.check()  # right after a deadline passed: 503 at once
+    return engine
+
+
+def protect(engine: Engine, options: dict) -> None:
+    """Give the primary engine its wait deadline (db_deadline) and its outage log and
+    fail-fast window (outage), from the app's settings. Safe to call again."""
+    deadline.watch(engine, options["DB_RESPONSE_TIMEOUT"],
+                      (options["LOCK_TIMEOUT_MS"] or options["STATEMENT_TIMEOUT_MS"]) / 1000)
+    outage.watch(engine, options["DB_FAIL_FAST_SECONDS"])
+
+
+def snapshot(engine: Engine) -> Connection:
+    """A connection whose reads share one snapshot, so a list's count and page agree.
+
+    PostgreSQL runs the request's statements in one REPEATABLE READ, READ ONLY transaction;
+    on SQLite every transaction is one snapshot already (see ``prepare_engine``).
+    """
+    conn = engine.connect()
+    if engine in _replicas:
+        # A standby is read-only by nature; asking for READ ONLY would make SQLAlchemy
+        # reset the connection to READ WRITE afterwards, which a standby refuses.
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+    elif engine.dialect.name == "postgresql":
+        conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+    return conn
+
+
+_replicas: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def mark_replica(engine: Engine) -> None:
+    """``engine`` reaches a PostgreSQL standby (see ``snapshot``)."""
+    _replicas.add(engine)
+
+
+def read_snapshot(engine: Engine, work: Callable[[Connection], T]) -> T:
+    """``work(conn)`` in a snapshot; once more on a new connection if the first was dead.
+
+    A pooled connection can have died with the server (a restart, a failover). Rather
+    than ping every connection before use, which costs a round trip per request, a read
+    that finds its connection gone (SQLAlchemy then drops the pool's others too) simply
+    runs again; reads change nothing, so running twice is safe. Not when the database
+    did not answer at all (``hung``).
+    """
+    try:
+        with snapshot(engine) as conn:
+            return work(conn)
+    except DBAPIError as exc:
+        if not exc.connection_invalidated or hung(exc):
+            raise
+    with snapshot(engine) as conn:
+        return work(conn)
+
+
+def hung(exc: DBAPIError) -> bool:
+    """The database did not answer in time: another connection would wait as long, so
+    the request gives up rather than trying again."""
+    return isinstance(exc.orig, deadline.DatabaseNoAnswer)
+
+
+def prepare_engine(engine: Engine) -> None:
+    """Give SQLite real transactions, foreign keys, WAL and a busy timeout.
+
+    pysqlite runs SELECTs outside any transaction and upgrades a reader to a writer only at
+    its first write, where two writers deadlock. So the driver's own handling is switched
+    off and every transaction starts with BEGIN, or BEGIN IMMEDIATE for writers (see
+    ``writing``), which queue on the database lock instead. PostgreSQL needs none of this.
+    Once per engine (safe to call again).
+    """
+    with _setting_up:
+        if engine not in _prepared:
+            if engine.dialect.name == "sqlite":
+                _add_sqlite_hooks(engine)
+            _prepared.add(engine)
+
+
+def _add_sqlite_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _sqlite_connect(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA busy_timeout = 10000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn):
+        immediate = conn.get_execution_options().get(WRITER_OPTION)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    engine.dispose()  # connections made before the hooks get them on reconnect
+
+
+WRITER_OPTION = "commentsvc_writer"
+
+# Key of the PostgreSQL advisory lock that serialises writers of list positions.
+POSITIONS_LOCK = 0x636F6D6D  # "comm"
+
+
+@contextmanager
+def writing(engine: Engine, unlimited: bool = False,
+            bulk: bool = False) -> Iterator[Connection]:
+    """A transaction that holds the one writer's lock on list positions until it ends.
+
+    Every list position depends on every earlier comment, so writers take turns: SQLite
+    by BEGIN IMMEDIATE, PostgreSQL by a transaction-scoped advisory lock. ``unlimited``
+    (commands) lifts the statement timeout first, also for the wait for the lock.
+    ``bulk`` (import, seed) raises the bulk writers' flag, and while it is up any other
+    writer gets bulk_lock.WritesPaused (503) at once instead of waiting (see bulk_lock).
+    """
+    with bulk_lock.sqlite_flag(engine, bulk), _locked_writer(engine, unlimited, bulk) as conn:
+        yield conn
+
+
+@contextmanager
+def _locked_writer(engine: Engine, unlimited: bool = False,
+                   bulk: bool = False) -> Iterator[Connection]:
+    """A writer's transaction with its lock taken; a dead pooled connection is replaced.
+
+    The lock is the transaction's first statement, so when it finds the connection gone
+    nothing has been written and a new connection can start over.
+    """
+    for attempt in (1, 2):
+        conn = engine.connect().execution_options(**{WRITER_OPTION: True})
+        try:
+            transaction = conn.begin()
+            if unlimited:
+                without_statement_timeout(conn)
+            locked = True
+            if engine.dialect.name == "postgresql":
+                with deadline.waiting_for_lock(conn):
+                    locked = bulk_lock.take_postgresql(conn, POSITIONS_LOCK, bulk)
+        except DBAPIError as exc:
+            conn.close()
+            if attempt == 2 or not exc.connection_invalidated or hung(exc):
+                raise
+            continue
+        with conn, transaction:
+            if not locked:
+                raise bulk_lock.WritesPaused()
+            yield conn
+        return
+
+
+def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0,
+                   pre_ping: bool = False, response_timeout: float = 0,
+                   idle_in_transaction_ms: int = 0, lock_timeout_ms: int = 0) -> dict:
+    """Pool settings that let the service notice a lost database and recover by itself.
+
+    No pre-ping by default: readers and writers replace a dead connection themselves (see
+    ``read_snapshot`` and ``writing``), without a round trip on every checkout. The
+    statement, lock and idle-in-transaction timeouts travel in the connection's start-up packet
+    (``options``), so they cost no round trip either; a PgBouncer in transaction mode
+    refuses that parameter (set the timeouts on the database role there, and 0 here).
+    With a ``response_timeout`` the kernel gives up on a silent peer in about as long
+    (keepalives on an idle connection, tcp_user_timeout on unacknowledged data); a server
+    that is up but does not answer is left to deadline. SQL parameters (token digests,
+    comment bodies) never appear in an error's text, hence in no log.
+    """
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": connect_timeout}, "hide_parameters": True}
+    connect_args: dict = {"connect_timeout": connect_timeout}
+    server_options = []
+    if statement_timeout_ms:
+        server_options.append(f"-c statement_timeout={int(statement_timeout_ms)}")
+    if lock_timeout_ms:
+        server_options.append(f"-c lock_timeout={int(lock_timeout_ms)}")
+    if idle_in_transaction_ms:
+        server_options.append(
+            f"-c idle_in_transaction_session_timeout={int(idle_in_transaction_ms)}")
+    if server_options:
+        connect_args["options"] = " ".join(server_options)
+    if response_timeout:
+        idle = max(1, math.ceil(response_timeout / 2))
+        connect_args.update(keepalives=1, keepalives_idle=idle, keepalives_interval=1,
+                            keepalives_count=max(1, math.ceil(response_timeout) - idle),
+                            tcp_user_timeout=int(response_timeout * 1000))
+    return {"pool_recycle": 1800, "pool_pre_ping": pre_ping, "connect_args": connect_args,
+            "hide_parameters": True}
+
+
+def without_statement_timeout(conn: Connection) -> None:
+    """Lift the request's statement, lock and idle-in-transaction timeouts for the rest of this
+    transaction (commands: a bulk load or an index build runs far longer than any request
+    should, and an import parses between its statements); the client's wait deadline
+    (db_deadline) is lifted with them, until the connection is given back."""
+    if conn.dialect.name == "postgresql":
+        deadline.lift(conn)
+        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        conn.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
+        conn.exec_driver_sql("SET LOCAL lock_timeout = 0")
+
+
+def schema_statements() -> list[str]:
+    """schema.sql split into statements (each ends with a semicolon at the end of a line)."""
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return [stmt.strip() for stmt in "\n".join(lines).split(";\n") if stmt.strip(" \n;")]
+
+
+def create_schema(conn: Connection) -> None:
+    """Create every table and index that does not exist yet; safe to run again."""
+    for statement in schema_statements():
+        conn.exec_driver_sql(statement.rstrip(";"))
+    _add_missing_columns(conn)
+
+
+# Columns added after a table was first created, with their definitions: an older
+# database gets them from init-db (CREATE TABLE IF NOT EXISTS leaves it as it was).
+_LATER_COLUMNS = {("commentsvc_user", "is_staff"): "BOOLEAN NOT NULL DEFAULT FALSE"}
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    inspector = inspect(conn)
+    for (table, column), definition in _LATER_COLUMNS.items():
+        if column not in {c["name"] for c in inspector.get_columns(table)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+
+
+def drop_schema(conn: Connection) -> None:
+    """Drop the service's tables (tests and `init-db --drop`); the host's are untouched."""
+    for table in ("commentsvc_idempotency_key",
+                  "commentsvc_token", "commentsvc_list_count", "commentsvc_comment",
+                  "commentsvc_comicpage", "commentsvc_user"):
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")

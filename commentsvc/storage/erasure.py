@@ -1,0 +1,65 @@
+"""Removing text for good: a deleted comment keeps no body, an erased user keeps nothing.
+
+Soft deletion used to keep a comment's text in the table (and in every export) for ever.
+Now deletion blanks it (``store.soft_delete``); ``blank_deleted`` does the same for rows
+deleted before that, and ``erase_user`` is the right to erasure: every comment the user
+wrote is shown as deleted with no text, the profile keeps only a neutral name, and the
+user's sign-in keys are revoked. Rows and positions stay, so no list or reply moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection
+
+from commentsvc.rules.comment_lists import lists_of
+from commentsvc.storage.queries import erasure as q
+from commentsvc.storage.queries import writes
+from commentsvc.web import idempotency
+
+
+def blank_deleted(conn: Connection) -> int:
+    """Blank the text of every deleted comment that still has some; how many there were."""
+    return conn.execute(q.BLANK_DELETED).rowcount
+
+
+def placeholder_name(user_id: int) -> str:
+    """The name an erased user is shown under: neutral, and unique because the id is.
+
+    >>> placeholder_name(17)
+    'erased-user-17'
+    """
+    return f"erased-user-{user_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """What erasing a user changed."""
+
+    user_id: int
+    comments: int
+    tokens: int
+
+    def summary(self) -> str:
+        return (f"User {self.user_id} erased: {self.comments} comment(s) blanked, "
+                f"{self.tokens} key(s) revoked, shown as {placeholder_name(self.user_id)!r}.")
+
+
+def erase_user(conn: Connection, user_id: int) -> Erased | None:
+    """Erase a user in the caller's (writer's) transaction; None if there is no such user.
+
+    Comments on the user's profile written by others are theirs and stay.
+    """
+    if conn.execute(q.USER_EXISTS, {"id": user_id}).first() is None:
+        return None
+    keys = {comments.key
+            for target in conn.execute(q.AUTHORED_TARGETS, {"id": user_id})
+            for comments in lists_of(target.content_type, target.object_id)}
+    comments = conn.execute(q.ERASE_COMMENTS, {"id": user_id}).rowcount
+    conn.execute(q.ANONYMISE_USER, {"id": user_id, "username": placeholder_name(user_id)})
+    tokens = conn.execute(q.REVOKE_TOKENS, {"id": user_id}).rowcount
+    idempotency.forget_user(conn, user_id)  # stored answers hold their text and name
+    if keys:  # what those lists show changed: new ETags
+        conn.execute(writes.BUMP_VERSIONS, {"list_keys": sorted(keys)})
+    return Erased(user_id, comments, tokens)

@@ -1,0 +1,172 @@
+"""What a process knows about its database being away: one log line when an outage starts,
+one when it ends (how long, how many requests were answered 503), and a short fail-fast
+window after the database did not answer at all. Each worker process keeps its own.
+
+An unreachable database fails a request at once (connection refused) or after a deadline
+(a hung server: connect_timeout, or the wait deadline of db_deadline). After a deadline,
+every request would wait the deadline again and hold a worker thread meanwhile; so for
+``fail_fast_seconds`` afterwards ``check`` refuses at once (503), then requests try again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from time import monotonic
+
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine, ExceptionContext
+
+from commentsvc.storage import deadline
+from commentsvc.storage.deadline import DatabaseNoAnswer
+
+LOGGER_NAME = "commentsvc.database"
+log = logging.getLogger(LOGGER_NAME)
+
+_outages: weakref.WeakKeyDictionary[Engine, Outage] = weakref.WeakKeyDictionary()
+# An outage ends at the first success this long after its last failure: a network that
+# breaks connections every fraction of a second is one outage, not one per break.
+SETTLE_SECONDS = 1.0
+# Requests answered 503 for an unavailable database, ever, by this process.
+_refused = 0
+_refused_lock = threading.Lock()
+_watching = threading.Lock()
+
+
+class FailingFast(sa_exc.OperationalError):
+    """Refused without trying: the database did not answer moments ago."""
+
+    def __init__(self) -> None:
+        super().__init__(None, None, DatabaseNoAnswer(
+            "the database did not answer moments ago; not trying again yet"))
+
+
+def answered_unavailable() -> None:
+    """Count a request answered 503 because the database was unavailable."""
+    global _refused
+    with _refused_lock:
+        _refused += 1
+
+
+class Outage:
+    """One engine's state: since when it is away, and until when requests fail fast."""
+
+    def __init__(self, name: str, fail_fast_seconds: float):
+        self.name = name
+        self.fail_fast_seconds = fail_fast_seconds
+        self.down_since: float | None = None
+        self.last_failure = 0.0
+        self.fail_fast_until = 0.0
+        self._refused_before = 0
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raise FailingFast inside the window after a deadline passed."""
+        if self.fail_fast_until and monotonic() < self.fail_fast_until:
+            raise FailingFast()
+
+    def failed(self, reason: str, hung: bool) -> None:
+        """The database is unreachable; log it if that is news. ``hung``: it did not answer
+        within a deadline, so fail fast for a moment."""
+        with self._lock:
+            now = monotonic()
+            if hung and self.fail_fast_seconds:
+                self.fail_fast_until = now + self.fail_fast_seconds
+            self.last_failure = now
+            if self.down_since is not None:
+                return
+            self.down_since = now
+            self._refused_before = _refused
+        log.warning("database unavailable (%s): %s", self.name, reason)
+
+    def answered(self) -> None:
+        """A statement succeeded: if the database was away and has not failed since
+        SETTLE_SECONDS, it is back."""
+        with self._lock:
+            now = monotonic()
+            if self.down_since is None or now - self.last_failure < SETTLE_SECONDS:
+                return
+            seconds = now - self.down_since
+            refused = _refused - self._refused_before
+            self.down_since = None
+            self.fail_fast_until = 0.0
+        log.warning("database back (%s) after %.1f s, %d requests answered 503",
+                    self.name, seconds, refused)
+
+
+def watch(engine: Engine, fail_fast_seconds: float) -> Outage:
+    """Follow ``engine``'s outages (safe to call again); its Outage."""
+    found = _outages.get(engine)
+    if found is not None:
+        return found
+    with _watching:  # two first requests of a host's app may both get here
+        found = _outages.get(engine)
+        if found is not None:
+            return found
+        outage = Outage(engine.url.render_as_string(hide_password=True), fail_fast_seconds)
+        _listen(engine, outage)
+        _outages[engine] = outage  # published with its listeners in place
+    return outage
+
+
+def _listen(engine: Engine, outage: Outage) -> None:
+    """Feed ``outage`` with what ``engine``'s statements meet."""
+
+    @event.listens_for(engine, "handle_error")
+    def _failed(context: ExceptionContext) -> None:
+        reason = unavailable_reason(context)
+        if reason is None:
+            return
+        hung = isinstance(context.original_exception, DatabaseNoAnswer)
+        outage.failed(reason, hung)
+        if hung:  # other requests' waits on this database are as hopeless
+            deadline.give_up_waits(engine)
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _answered(*_args) -> None:
+        if outage.down_since is not None:
+            outage.answered()
+
+
+def hung(engine: Engine, exc: DatabaseNoAnswer) -> sa_exc.OperationalError:
+    """The error to raise for a deadline that passed on a connection of ``engine`` that
+    SQLAlchemy does not see (the list-state reader's own): recorded as ``handle_error``
+    would record it."""
+    outage = _outages.get(engine)
+    if outage is not None:
+        outage.failed(str(exc), hung=True)
+    deadline.give_up_waits(engine)
+    return sa_exc.OperationalError(None, None, exc)
+
+
+def outage_of(engine: Engine) -> Outage | None:
+    return _outages.get(engine)
+
+
+def is_outage_error(exc: BaseException) -> bool:
+    """``exc`` says the database is unreachable (then the outage log has it)."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        return exc.connection_invalidated or isinstance(exc.orig, DatabaseNoAnswer) or (
+            isinstance(exc, sa_exc.OperationalError) and exc.statement is None)
+    return isinstance(exc, (sa_exc.DisconnectionError, sa_exc.TimeoutError))
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's class and the first line of its driver's message: no SQL, no parameters."""
+    original = getattr(exc, "orig", None) or exc
+    first = str(original).strip().splitlines()
+    return f"{type(original).__name__}: {first[0] if first else 'no message'}"
+
+
+def unavailable_reason(context: ExceptionContext) -> str | None:
+    """Why the database is unreachable, in one line without SQL or parameters; None when
+    the error is not that (a cancelled statement, a constraint, a bug)."""
+    original = context.original_exception
+    if isinstance(original, DatabaseNoAnswer):
+        return str(original)
+    if context.is_disconnect or (context.connection is None and isinstance(
+            context.sqlalchemy_exception, sa_exc.OperationalError)):
+        return one_line(original)
+    return None

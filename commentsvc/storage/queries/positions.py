@@ -1,0 +1,120 @@
+"""SQL that keeps every comment's list positions and every list's count exact.
+
+Position 1 is the oldest comment of a list by (date_added, id); the newest holds the
+list's count. After a bulk load the window functions below renumber in one statement.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import DateTime, bindparam, text
+
+# Renumber the three positions of every comment whose place changed (full scan, bulk only).
+RENUMBER_ALL = text("""
+    UPDATE commentsvc_comment
+    SET site_pos = ranked.site_pos,
+        kind_pos = ranked.kind_pos,
+        target_pos = ranked.target_pos
+    FROM (
+        SELECT id,
+               ROW_NUMBER() OVER (ORDER BY date_added, id) AS site_pos,
+               ROW_NUMBER() OVER (PARTITION BY content_type
+                                  ORDER BY date_added, id) AS kind_pos,
+               ROW_NUMBER() OVER (PARTITION BY content_type, object_id
+                                  ORDER BY date_added, id) AS target_pos
+        FROM commentsvc_comment
+    ) AS ranked
+    WHERE commentsvc_comment.id = ranked.id
+      AND (commentsvc_comment.site_pos <> ranked.site_pos
+           OR commentsvc_comment.kind_pos <> ranked.kind_pos
+           OR commentsvc_comment.target_pos <> ranked.target_pos)
+""")
+
+# Count every non-empty list, bumping the version of each list whose size changed; keys as
+# built by rules.comment_lists.list_key (full scan, bulk only). "WHERE TRUE" lets SQLite
+# parse the upsert after a SELECT.
+RECOUNT_ALL = text("""
+    INSERT INTO commentsvc_list_count (list_key, n, version)
+    SELECT list_key, n, 1 FROM (
+        SELECT 'site' AS list_key, COUNT(*) AS n FROM commentsvc_comment HAVING COUNT(*) > 0
+        UNION ALL
+        SELECT 'kind:' || content_type, COUNT(*)
+        FROM commentsvc_comment GROUP BY content_type
+        UNION ALL
+        SELECT 'target:' || content_type || ':' || CAST(object_id AS VARCHAR(30)), COUNT(*)
+        FROM commentsvc_comment GROUP BY content_type, object_id
+    ) AS counted
+    WHERE TRUE
+    ON CONFLICT (list_key) DO UPDATE
+    SET n = excluded.n, version = commentsvc_list_count.version + 1
+    WHERE commentsvc_list_count.n <> excluded.n
+""")
+
+# One more comment in a list: its size and version go up (primary key of the counter).
+COUNT_ONE_MORE = text("""
+    INSERT INTO commentsvc_list_count (list_key, n, version) VALUES (:list_key, 1, 1)
+    ON CONFLICT (list_key) DO UPDATE
+    SET n = commentsvc_list_count.n + 1, version = commentsvc_list_count.version + 1
+""")
+
+# The id a new comment gets (primary key index: reads one entry).
+NEXT_ID = text("""
+    SELECT COALESCE(MAX(id), 0) + 1 FROM commentsvc_comment
+""")
+
+# The thread root of a comment: itself, or its parent (primary key).
+THREAD_ROOT = text("""
+    SELECT COALESCE(parent_id, id) FROM commentsvc_comment WHERE id = :id
+""")
+
+# The sort key of the comment at one position of each list (the list's position index).
+SITE_AT = text("""
+    SELECT date_added, id FROM commentsvc_comment WHERE site_pos = :pos
+""").columns(date_added=DateTime())
+KIND_AT = text("""
+    SELECT date_added, id FROM commentsvc_comment
+    WHERE content_type = :content_type AND kind_pos = :pos
+""").columns(date_added=DateTime())
+TARGET_AT = text("""
+    SELECT date_added, id FROM commentsvc_comment
+    WHERE content_type = :content_type AND object_id = :object_id AND target_pos = :pos
+""").columns(date_added=DateTime())
+
+# How many comments of each list sort before (date_added, id). Scans the list, so it runs
+# only for a comment dated before the newest one (a slow clock, a back-dated write).
+SITE_BEFORE = text("""
+    SELECT COUNT(*) FROM commentsvc_comment
+    WHERE date_added < :date_added OR (date_added = :date_added AND id < :id)
+""").bindparams(bindparam("date_added", type_=DateTime()))
+KIND_BEFORE = text("""
+    SELECT COUNT(*) FROM commentsvc_comment
+    WHERE content_type = :content_type
+      AND (date_added < :date_added OR (date_added = :date_added AND id < :id))
+""").bindparams(bindparam("date_added", type_=DateTime()))
+TARGET_BEFORE = text("""
+    SELECT COUNT(*) FROM commentsvc_comment
+    WHERE content_type = :content_type AND object_id = :object_id
+      AND (date_added < :date_added OR (date_added = :date_added AND id < :id))
+""").bindparams(bindparam("date_added", type_=DateTime()))
+
+# Make room at a position of each list for a back-dated comment (the list's position index).
+SITE_SHIFT = text("""
+    UPDATE commentsvc_comment SET site_pos = site_pos + 1 WHERE site_pos >= :pos
+""")
+KIND_SHIFT = text("""
+    UPDATE commentsvc_comment SET kind_pos = kind_pos + 1
+    WHERE content_type = :content_type AND kind_pos >= :pos
+""")
+TARGET_SHIFT = text("""
+    UPDATE commentsvc_comment SET target_pos = target_pos + 1
+    WHERE content_type = :content_type AND object_id = :object_id AND target_pos >= :pos
+""")
+
+# A new comment at its positions.
+INSERT_COMMENT = text("""
+    INSERT INTO commentsvc_comment
+        (id, content_type, object_id, parent_id, author_id, body, date_added,
+         is_deleted, is_anonymous, is_read, site_pos, kind_pos, target_pos)
+    VALUES
+        (:id, :content_type, :object_id, :parent_id, :author_id, :body, :date_added,
+         :is_deleted, :is_anonymous, :is_read, :site_pos, :kind_pos, :target_pos)
+""").bindparams(bindparam("date_added", type_=DateTime()))

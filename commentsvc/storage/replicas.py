@@ -1,0 +1,247 @@
+"""Which database a read goes to: a PostgreSQL streaming replica, or the primary.
+
+With ``DATABASE_REPLICA_URLS`` set, list and single-comment reads go to a replica that
+answers and is no further behind than ``COMMENTSVC_REPLICA_MAX_LAG_SECONDS``. Everything
+else goes to the primary (``DATABASE_URL``): every write and the answer it returns, the
+sign-in lookup, /readyz, the commands; and so do the reads of a user who wrote within
+``COMMENTSVC_READ_YOUR_WRITES_SECONDS``, who would otherwise not see their own comment.
+
+Each process checks its replicas in a background thread every
+``COMMENTSVC_REPLICA_CHECK_SECONDS`` (never on a request's time). A replica is used only
+once a check found it answering and caught up. A read that fails on a replica marks it
+unusable until the next good check and runs again on the primary (reads change nothing),
+so a client never sees a replica's failure. With no replicas configured none of this
+exists and every read goes to the primary as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from sqlalchemy import create_engine, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine
+
+from commentsvc.storage import deadline
+from commentsvc.storage.engine import engine_options, get_engine, mark_replica, prepare_engine
+from commentsvc.storage.shared_page_cache import Backoff
+
+log = logging.getLogger("commentsvc")
+T = TypeVar("T")
+
+# Seconds the replica may be behind the primary: 0 when it streams from the primary and has
+# replayed all it received (an idle primary sends nothing, which is no lag), else the age
+# of the last transaction it replayed. Without a WAL receiver (cut off from the primary, or
+# just started) it cannot know what it misses, so that age counts too; a replica that has
+# replayed no transaction yet counts as endlessly behind. Any role may ask: a WAL receiver
+# shows its row (if not its details) to everyone.
+LAG = text("""
+    SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0
+                WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
+                     AND EXISTS (SELECT FROM pg_stat_wal_receiver) THEN 0
+                ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8,
+                              'Infinity'::float8)
+           END
+""")
+WROTE_KEY = "commentsvc:wrote:"
+
+
+def measure_lag(engine: Engine) -> float:
+    """The replica's lag in seconds (one short query on a connection of the pool)."""
+    with engine.connect() as conn:
+        return float(conn.execute(LAG).scalar_one())
+
+
+class ReplicaRouter:
+    """The replicas of one app and what the last check found of each."""
+
+    def __init__(self, engines: list[Engine], max_lag: float, check_seconds: float,
+                 lag_of: Callable[[Engine], float] = measure_lag):
+        self.engines = engines
+        self.max_lag = max_lag
+        self.check_seconds = check_seconds
+        self.lag_of = lag_of
+        # Replaced whole under the lock, so readers need none (and no update is lost).
+        self.usable: list[Engine] = []
+        self._states: dict[Engine, str] = {}  # what the last check or read found of each
+        self._failed_at: dict[Engine, float] = {}  # when a read last failed on each
+        self._checker_pid: int | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def pick(self) -> Engine | None:
+        """A usable replica (at random among them), or None: read from the primary."""
+        if self._checker_pid != os.getpid():
+            self._start_checking()
+        usable = self.usable
+        return random.choice(usable) if usable else None
+
+    def failed(self, engine: Engine, exc: Exception) -> None:
+        """A read failed on ``engine``: leave it alone until a check finds it good again."""
+        with self._lock:  # two reads failing at once on two replicas drop both
+            self._failed_at[engine] = time.monotonic()
+            if engine not in self.usable:
+                return  # another thread's read found it first
+            self.usable = [e for e in self.usable if e is not engine]
+        self._now(engine, "failed", f"failed a read, reading from the primary: {exc}")
+
+    def check(self) -> None:
+        """Measure every replica now; keep those that answer within the lag limit.
+
+        What each check finds is logged only when it changes, so a replica that stays
+        down is one warning per process, not one per check.
+        """
+        usable = []
+        for engine in self.engines:
+            measured = time.monotonic()
+            try:
+                lag = self.lag_of(engine)
+            except sa_exc.DBAPIError as exc:
+                self._now(engine, "down", f"unreachable: {exc.orig}")
+                continue
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the checks go on
+                self._now(engine, "down", f"could not be checked: {exc!r}")
+                continue
+            if lag <= self.max_lag:
+                usable.append((engine, measured))
+                self._now(engine, "usable", "usable")
+            else:
+                self._now(engine, "behind", f"over {self.max_lag} s behind the primary "
+                                            f"({lag:.1f} s), not read from")
+        with self._lock:  # a read that failed since its replica was measured outweighs it
+            self.usable = [engine for engine, measured in usable
+                           if self._failed_at.get(engine, -math.inf) < measured]
+
+    def _now(self, engine: Engine, state: str, message: str) -> None:
+        """Note what was found of ``engine``; log it if that differs from before (the
+        checking thread and a failing read may both note something at once)."""
+        with self._lock:
+            before = self._states.get(engine)
+            self._states[engine] = state
+        if state == before or (state == "usable" and before is None):
+            return
+        level = logging.INFO if state == "usable" else logging.WARNING
+        log.log(level, "replica %s %s", engine.url.render_as_string(hide_password=True),
+                message)
+
+    def _start_checking(self) -> None:
+        """One checking thread per process (a forked worker starts its own)."""
+        with self._lock:
+            if self._checker_pid == os.getpid():
+                return
+            self._checker_pid = os.getpid()
+            self.usable = []
+            threading.Thread(target=self._check_forever, name="commentsvc-replica-check",
+                             daemon=True).start()
+
+    def _check_forever(self) -> None:
+        while not self._stop.is_set():
+            self.check()
+            self._stop.wait(self.check_seconds)
+
+    def close(self) -> None:
+        self._stop.set()
+        for engine in self.engines:
+            engine.dispose()
+
+
+class RecentWriters:
+    """Who wrote within the last ``window`` seconds: in Redis (every node sees it) when a
+    client is given, else in this process only.
+
+    While Redis fails (and for a few seconds after, see ``Backoff``) it cannot say, so
+    every signed-in reader counts as a recent writer and reads from the primary.
+    """
+
+    def __init__(self, window: float, client: redis.Redis | None = None):
+        self.window = window
+        self.client = client
+        self._until: dict[int, float] = {}  # read without the lock, replaced under it
+        self._lock = threading.Lock()
+        self._backoff = Backoff("Redis of recent writers")
+
+    def mark(self, user_id: int) -> None:
+        """``user_id`` just wrote: here, and in Redis with the window as its lifetime."""
+        if not self.window:
+            return
+        now = time.monotonic()
+        with self._lock:  # a mark made while another thread prunes is kept
+            self._until[user_id] = now + self.window
+            if len(self._until) > 10000:  # forget the expired ones now and then
+                self._until = {user: until for user, until in self._until.items()
+                               if until > now}
+        if self.client is not None and not self._backoff.resting:
+            try:
+                self.client.set(f"{WROTE_KEY}{user_id}", b"1",
+                                px=max(1, round(self.window * 1000)))
+            except redis.RedisError as exc:
+                self._backoff.failed(exc)
+
+    def wrote_recently(self, user_id: int) -> bool:
+        """True when this user wrote within the window (also when Redis cannot say)."""
+        if not self.window:
+            return False
+        if self._until.get(user_id, 0.0) > time.monotonic():
+            return True
+        if self.client is None:
+            return False
+        if self._backoff.resting:
+            return True  # unsure: the primary is always right
+        try:
+            return bool(self.client.exists(f"{WROTE_KEY}{user_id}"))
+        except redis.RedisError as exc:
+            self._backoff.failed(exc)
+            return True
+
+
+def set_up(options: dict[str, Any], redis_client: redis.Redis | None) -> None:
+    """Add ``REPLICAS`` (a router, or None) and ``RECENT_WRITERS`` to an app's options."""
+    urls = options["DATABASE_REPLICA_URLS"]
+    options["REPLICAS"] = None
+    options["RECENT_WRITERS"] = RecentWriters(options["READ_YOUR_WRITES_SECONDS"],
+                                              redis_client)
+    if not urls:
+        return
+    engines = []
+    for url in urls:
+        engine = create_engine(url, **engine_options(
+            url, options["DB_CONNECT_TIMEOUT"], options["STATEMENT_TIMEOUT_MS"],
+            options["POOL_PRE_PING"], options["DB_RESPONSE_TIMEOUT"],
+            options["IDLE_IN_TRANSACTION_TIMEOUT_MS"]))
+        prepare_engine(engine)
+        deadline.watch(engine, options["DB_RESPONSE_TIMEOUT"])
+        mark_replica(engine)
+        engines.append(engine)
+    options["REPLICAS"] = ReplicaRouter(engines, options["REPLICA_MAX_LAG_SECONDS"],
+                                        options["REPLICA_CHECK_SECONDS"])
+
+
+def reading(options: dict[str, Any], user_id: int | None, work: Callable[[Engine], T]) -> T:
+    """``work(engine)`` on a usable replica, or on the primary when there is none, when
+    the user wrote lately, or when the replica fails (then it runs again on the primary)."""
+    router: ReplicaRouter | None = options["REPLICAS"]
+    if router is None or (user_id is not None
+                          and options["RECENT_WRITERS"].wrote_recently(user_id)):
+        return work(get_engine())
+    replica = router.pick()
+    if replica is None:
+        return work(get_engine())
+    try:
+        return work(replica)
+    except sa_exc.DBAPIError as exc:
+        router.failed(replica, exc)
+    return work(get_engine())
+
+
+def wrote(options: dict[str, Any], user_id: int) -> None:
+    """A write by ``user_id`` committed: send their reads to the primary for a while."""
+    if options["REPLICAS"] is not None:
+        options["RECENT_WRITERS"].mark(user_id)

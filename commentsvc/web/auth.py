@@ -1,0 +1,126 @@
+"""Who is asking: a token's user standalone (by header, or by the browser's sign-in
+cookie), or the host site's signed-in user.
+
+Keys are 40 hex characters from ``secrets`` (160 random bits). Only their SHA-256 digest
+is stored: with that much entropy a fast unsalted hash cannot be reversed or guessed,
+and lookup stays one primary-key read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Request
+from sqlalchemy.engine import Connection, Engine
+
+from commentsvc.storage.queries import auth as sql
+from commentsvc.web.errors import APIError, PermissionDenied
+
+CHALLENGE = 'Token realm="api"'
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The signed-in user. ``csrf_token`` is set when the sign-in cookie signed them in:
+    their unsafe requests must then carry it (browser_session)."""
+
+    id: int
+    is_staff: bool = False
+    username: str | None = None
+    avatar: str | None = None
+    csrf_token: str | None = None
+
+
+class AuthenticationFailed(APIError):
+    status = 401
+    default_detail = "Invalid token."
+
+    def __init__(self, detail: str | None = None):
+        super().__init__(detail, headers={"WWW-Authenticate": CHALLENGE})
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_key() -> str:
+    return secrets.token_hex(20)
+
+
+def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | None,
+                   signed_cookie: tuple[str, str] | None = None) -> Viewer | None:
+    """The user of ``Authorization: Token <key>``; without a Token header, the user of
+    the sign-in cookie's (key digest, CSRF token), else the host's."""
+    scheme, _, credentials = req.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "token":
+        words = credentials.split()
+        if not words:
+            raise AuthenticationFailed("Invalid token header. No credentials provided.")
+        if len(words) > 1:
+            raise AuthenticationFailed(
+                "Invalid token header. Token string should not contain spaces.")
+        viewer = viewer_by_digest(engine, hash_key(words[0]))
+        if viewer is None:
+            raise AuthenticationFailed()
+        return viewer
+    if signed_cookie is not None:
+        digest, csrf_token = signed_cookie
+        return viewer_by_digest(engine, digest, csrf_token)  # a revoked key: nobody
+    return _host_user(loader() if loader is not None else None)
+
+
+def viewer_by_digest(engine: Engine, digest: str,
+                     csrf_token: str | None = None) -> Viewer | None:
+    """The user a key (by its digest) signs in, or None when no such key is kept."""
+    with engine.connect() as conn:
+        row = conn.execute(sql.VIEWER_BY_DIGEST, {"digest": digest}).first()
+    if row is None:
+        return None
+    return Viewer(row.id, bool(row.is_staff), row.username, row.avatar, csrf_token)
+
+
+def _host_user(user: Any) -> Viewer | None:
+    """A host's user object (Flask-Login's, or any with ``id``) as a Viewer."""
+    if user is None or getattr(user, "is_authenticated", True) is False:
+        return None
+    return Viewer(int(user.id), bool(getattr(user, "is_staff", False)),
+                  getattr(user, "username", None), getattr(user, "avatar", None))
+
+
+def ensure_user(conn: Connection, viewer: Viewer) -> None:
+    """Record a host's user on their first write (never changing an existing row)."""
+    if conn.execute(sql.USER_EXISTS, {"id": viewer.id}).first() is not None:
+        return
+    if viewer.username is None:
+        raise PermissionDenied("Your account is not known to the comment service.")
+    conn.execute(sql.ADD_USER_IF_MISSING,
+                 {"id": viewer.id, "username": viewer.username, "avatar": viewer.avatar})
+
+
+class UnknownUser(LookupError):
+    """No user has this id."""
+
+
+def create_token(conn: Connection, user_id: int) -> str:
+    """A new key for ``user_id``, returned once; only its digest is stored."""
+    if conn.execute(sql.USER_EXISTS, {"id": user_id}).first() is None:
+        raise UnknownUser(user_id)
+    key = new_key()
+    conn.execute(sql.ADD_TOKEN, {"digest": hash_key(key), "user_id": user_id,
+                                 "created": datetime.now(UTC).replace(tzinfo=None)})
+    return key
+
+
+def revoke_token(conn: Connection, key: str) -> bool:
+    """Delete a key; False if there was no such key."""
+    return conn.execute(sql.REVOKE_TOKEN, {"digest": hash_key(key)}).rowcount > 0
+
+
+def set_staff(conn: Connection, user_id: int, on: bool) -> bool:
+    """Grant or remove staff; False if there is no such user."""
+    return conn.execute(sql.SET_STAFF, {"id": user_id, "on": on}).rowcount > 0

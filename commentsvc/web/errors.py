@@ -1,0 +1,175 @@
+"""One error type for the API and one handler that turns anything raised into JSON.
+
+Every error under the API's URL prefix is ``{"detail": ...}`` (validation errors: field
+-> list of messages), never an HTML page or a traceback. Outside that prefix a host
+site's own error pages are left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, current_app, request
+from sqlalchemy import exc as sa_exc
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import RequestRedirect
+
+from commentsvc import settings
+from commentsvc.operations import request_log
+from commentsvc.storage import outage
+from commentsvc.web import request_target
+from commentsvc.web.responses import allow_for, api_response
+
+log = logging.getLogger("commentsvc")
+
+# Raised by the driver or the pool when the database cannot be reached or went away.
+DATABASE_DOWN = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.DisconnectionError,
+    sa_exc.TimeoutError,
+)
+
+
+class APIError(Exception):
+    """An answer other than success: a status, a detail and optional headers."""
+
+    status = 400
+    default_detail: Any = "Bad request."
+
+    def __init__(self, detail: Any = None, status: int | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.detail = self.default_detail if detail is None else detail
+        self.status = status or self.status
+        self.headers = headers or {}
+
+
+class ValidationFailed(APIError):
+    """Bad request parameters or fields: ``detail`` maps each field to its messages."""
+
+
+class NotFound(APIError):
+    status = 404
+    default_detail = "Not found."
+
+
+class NotAuthenticated(APIError):
+    status = 401
+    default_detail = "Authentication credentials were not provided."
+
+
+class PermissionDenied(APIError):
+    status = 403
+    default_detail = "You do not have permission to perform this action."
+
+
+class NotAcceptable(APIError):
+    status = 406
+    default_detail = "Could not satisfy the request Accept header."
+
+
+class TooLarge(APIError):
+    status = 413
+    default_detail = "The request body is too large."
+
+
+class LengthRequired(APIError):
+    """A body sent without a length that the WSGI server does not end for the app."""
+
+    status = 411
+    default_detail = "A request body needs a Content-Length header here."
+
+
+class UnsupportedMediaType(APIError):
+    status = 415
+
+
+class Throttled(APIError):
+    """Too many posts: 429 with the seconds to wait, in the body and in Retry-After."""
+
+    status = 429
+
+    def __init__(self, wait_seconds: int):
+        super().__init__(f"Request was throttled. Expected available in {wait_seconds} "
+                         f"second{'s' if wait_seconds != 1 else ''}.",
+                         headers={"Retry-After": str(wait_seconds)})
+
+
+class DatabaseUnavailable(APIError):
+    status = 503
+    default_detail = "The database is unavailable. Try again shortly."
+
+
+def error_body(detail: Any) -> dict[str, Any]:
+    """The JSON body of an error: a field map as it is, anything else under "detail"."""
+    return detail if isinstance(detail, dict) else {"detail": detail}
+
+
+def http_error_detail(exc: HTTPException) -> str:
+    """The detail for an error Werkzeug raised while routing, in the API's wording."""
+    if exc.code == 405:
+        return f'Method "{request.method}" not allowed.'
+    if exc.code == 404:
+        return "Not found."
+    if exc.code == 500:
+        return "A server error occurred."
+    return exc.description or exc.name
+
+
+def to_response(exc: BaseException) -> Response:
+    """Turn any exception raised while answering an API request into a JSON response."""
+    if isinstance(exc, APIError):
+        error = exc
+    elif isinstance(exc, HTTPException):
+        error = APIError(http_error_detail(exc), status=exc.code or 500)
+    elif isinstance(exc, DATABASE_DOWN):
+        # An outage is logged once when it starts and once when it ends (outage.py);
+        # anything else (a cancelled statement) gets one line without SQL or parameters.
+        outage.answered_unavailable()
+        if not outage.is_outage_error(exc):
+            log.warning("database error: %s", outage.one_line(exc))
+        error = DatabaseUnavailable()
+    else:
+        # The traceback goes in the request's log line (request_log), never in the body.
+        if not request_log.attach_error(exc):
+            log.exception("unhandled error on %s %s", request.method, request.path)
+        error = APIError("A server error occurred.", status=500)
+    if error.status == 503 and "Retry-After" not in error.headers:
+        error.headers["Retry-After"] = str(settings.current()["RETRY_AFTER"])
+    return api_response(error_body(error.detail), error.status, error.headers,
+                        allow_for(_resource_endpoint()))
+
+
+def _resource_endpoint() -> str | None:
+    """The endpoint of the resource at this path, also when the method had none (405)."""
+    if request.endpoint is not None:
+        return request.endpoint
+    for method in ("GET", "POST"):  # POST: a resource without GET (sign-out)
+        try:
+            endpoint, _ = current_app.create_url_adapter(request).match(method=method)
+        except HTTPException:
+            continue
+        return endpoint
+    return None
+
+
+def install_error_handler(app: Flask, api_prefix: str) -> None:
+    """Answer routing errors (404, 405, 500) under ``api_prefix`` as JSON on this app, and
+    there refuse a malformed Host (400) or a path with an empty segment (404) before any
+    view runs (request_target).
+
+    A handler the host registered earlier for HTTPException keeps serving its other paths.
+    """
+    request_target.refuse_unanswerable(app, api_prefix)
+    previous = app.error_handler_spec[None][None].get(HTTPException)
+
+    def handle_http_error(exc: HTTPException):
+        if isinstance(exc, RequestRedirect) or (exc.code or 500) < 400:
+            return exc
+        if request.path.startswith(api_prefix):
+            return to_response(exc)
+        return previous(exc) if previous else exc
+
+    app.register_error_handler(HTTPException, handle_http_error)

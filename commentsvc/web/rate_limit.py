@@ -1,0 +1,79 @@
+"""How often one user may post, counted by the ``limits`` library (a moving window).
+
+Only comments actually written are counted: a rejected post (bad fields, no such
+target) costs nothing, so a user correcting a typo is never locked out. The counts live
+in the configured storage: ``memory://`` counts in each worker process (so N workers
+allow up to N times the rate), ``redis://`` shares them between workers and machines.
+The view takes a post's turn while it holds the writers' lock, so checking and counting
+cannot interleave between two posts.
+
+A storage that fails (a Redis that is down or slower than 250 ms) never fails a post:
+the post is counted in this worker's memory instead, as ``memory://`` would, with a
+warning in the log, and the storage is left alone for 5 s before the next try (so an
+outage does not hold the writers' lock for a timeout on every post). The limit still
+holds per worker meanwhile; refusing every comment while Redis is away would lose what
+people wrote.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import redis
+from limits import parse_many
+from limits.errors import StorageError
+from limits.storage import MemoryStorage, storage_from_string
+from limits.strategies import MovingWindowRateLimiter
+
+from commentsvc.storage.shared_page_cache import Backoff
+from commentsvc.web.errors import Throttled
+
+# How long a Redis storage may take before the post is counted in memory instead.
+REDIS_TIMEOUT_SECONDS = 0.25
+
+
+class PostRateLimit:
+    """The posting limits of one app, e.g. "10/minute" or "10/minute;200/day"."""
+
+    def __init__(self, rate: str, storage_uri: str):
+        self._items = parse_many(rate) if rate else []
+        options = ({"socket_timeout": REDIS_TIMEOUT_SECONDS,
+                    "socket_connect_timeout": REDIS_TIMEOUT_SECONDS}
+                   if storage_uri.startswith(("redis://", "rediss://", "redis+unix://"))
+                   else {})
+        self._limiter = MovingWindowRateLimiter(
+            storage_from_string(storage_uri, wrap_exceptions=True, **options))
+        self._fallback: MovingWindowRateLimiter | None = None  # made on the first failure
+        self._fallback_lock = threading.Lock()
+        self._backoff = Backoff("rate-limit storage (counting posts in this worker)")
+
+    def take(self, user_id: int) -> None:
+        """Count one post by ``user_id``, or raise Throttled (429) if that would exceed a
+        limit; nothing is counted then. While the storage fails, this worker counts."""
+        if not self._items:
+            return
+        key = str(user_id)
+        if not self._backoff.resting:
+            try:
+                return self._take(self._limiter, key)
+            except (StorageError, redis.RedisError, OSError) as exc:
+                self._backoff.failed(exc)
+        self._take(self._fallback or self._make_fallback(), key)
+
+    def _make_fallback(self) -> MovingWindowRateLimiter:
+        """This worker's counts, made once: two posts meeting the first failure at once
+        count in the same memory."""
+        with self._fallback_lock:
+            if self._fallback is None:
+                self._fallback = MovingWindowRateLimiter(MemoryStorage())
+            return self._fallback
+
+    def _take(self, limiter: MovingWindowRateLimiter, key: str) -> None:
+        for item in self._items:
+            if not limiter.test(item, "post", key):
+                reset = limiter.get_window_stats(item, "post", key).reset_time
+                raise Throttled(max(1, math.ceil(reset - time.time())))
+        for item in self._items:
+            limiter.hit(item, "post", key)

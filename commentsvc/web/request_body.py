@@ -1,0 +1,113 @@
+"""Reading the fields of a write: JSON or form data, within a size limit.
+
+Every way a body can be unreadable gets its own clear answer: too large 413, a media
+type the API does not parse 415, malformed JSON 400, JSON that is not an object 400.
+A repeated form field counts by its last value and an empty one is missing, as in the
+query string.
+
+The body is read here, once, and never more than one byte past the limit, whether it
+came with a Content-Length or chunked (Transfer-Encoding: chunked, which the WSGI server
+decodes). Werkzeug's own limit is not used for that: on a body without a length it stops
+reading at the limit and hands on what it read as if that were the whole body, so an
+over-long form was cut short and accepted, and it cannot tell a body of exactly the limit
+from a longer one.
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+from typing import Any
+
+import orjson
+from flask import Request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from commentsvc.web.errors import (
+    APIError,
+    LengthRequired,
+    TooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+READ_SIZE = 64 * 1024
+
+
+def read_fields(req: Request, max_bytes: int) -> dict[str, Any]:
+    """The request's fields as a dict; an empty body without a media type is no fields.
+
+    The size is checked before the media type, so any body over the limit is 413.
+    """
+    body = read_body(req, max_bytes)
+    mimetype = req.mimetype
+    if mimetype == "application/json" or mimetype.endswith("+json"):
+        return _json_object(body)
+    if mimetype in FORM_TYPES:
+        return _form_fields(req, body, max_bytes)
+    if not mimetype and not body:
+        return {}
+    raise UnsupportedMediaType(f'Unsupported media type "{req.content_type or ""}" in request.')
+
+
+def read_body(req: Request, max_bytes: int) -> bytes:
+    """The whole body, at most ``max_bytes`` long, else TooLarge (413).
+
+    A Content-Length over the limit is refused before anything is read. A body without
+    one is read only when the server ends the stream for the app (``wsgi.input_terminated``,
+    as gunicorn and Werkzeug's server do for chunked bodies); a chunked body on a server
+    that hands over the raw connection cannot be read safely, so it is 411.
+    """
+    environ = req.environ
+    length = req.content_length  # None when chunked, whatever Content-Length says
+    if length is not None and length > max_bytes:
+        raise TooLarge()
+    if length is None and "wsgi.input_terminated" not in environ:
+        if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            raise LengthRequired()
+        return b""  # neither a length nor chunks: no body
+    body = _read_at_most(environ["wsgi.input"], max_bytes + 1 if length is None else length)
+    if len(body) > max_bytes:
+        raise TooLarge()
+    if length is not None and len(body) < length:
+        raise APIError("The request body is shorter than its Content-Length.")
+    return body
+
+
+def _read_at_most(stream: Any, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``stream``: fewer only when it ends first."""
+    parts: list[bytes] = []
+    left = limit
+    while left > 0:
+        part = stream.read(min(READ_SIZE, left))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _form_fields(req: Request, body: bytes, max_bytes: int) -> dict[str, Any]:
+    """Form fields parsed from the body already read (urlencoded or multipart)."""
+    parser = req.make_form_data_parser()
+    parser.max_content_length = max_bytes
+    try:
+        _, form, _ = parser.parse(BytesIO(body), req.mimetype, len(body), req.mimetype_params)
+    except RequestEntityTooLarge as exc:  # a host's smaller form-memory or parts limit
+        raise TooLarge() from exc
+    # A multipart part without a name (Werkzeug keys it None) is no field.
+    return {name: values[-1] for name, values in form.lists()
+            if name is not None and values[-1] != ""}
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise APIError(f"JSON parse error - {exc}") from exc
+    if not isinstance(data, dict):
+        kind = {list: "list", str: "str", int: "int", float: "float", bool: "bool"}.get(
+            type(data), "null")
+        raise ValidationFailed({"non_field_errors": [
+            f"Invalid data. Expected a dictionary, but got {kind}."]})
+    return data
