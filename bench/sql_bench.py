@@ -86,10 +86,11 @@ def median_of(conn: Connection, statement, params: dict | None = None,
 
 def slice_statement(comments: CommentList):
     if comments.content_type is None:
-        return listing.SITE_PAGE, {}
+        return listing.SITE_PAGE, {"list_key": comments.key}
     if comments.object_id is None:
-        return listing.KIND_PAGE, {"content_type": comments.content_type}
-    return listing.TARGET_PAGE, {"content_type": comments.content_type,
+        return listing.KIND_PAGE, {"content_type": comments.content_type,
+                                   "list_key": comments.key}
+    return listing.TARGET_PAGE, {"content_type": comments.content_type, "list_key": comments.key,
                                  "object_id": comments.object_id}
 
 

@@ -1,7 +1,9 @@
 """commentsvc: lists user comments attached to site objects at /api/comments/.
 
-Register ``comments_api`` on a Flask app that has Flask-SQLAlchemy set up, and
-``ops_api`` for /healthz, /readyz and /metrics if the site wants them.
+Mount it in a Flask app that has Flask-SQLAlchemy set up with ``CommentService(app)``
+(or ``service.init_app(app, url_prefix=...)``; registering ``comments_api`` as a blueprint
+does the same), and register ``ops_api`` for /healthz, /readyz and /metrics if the site
+wants them.
 
 The package's layers, each a sub-package:
 
@@ -16,7 +18,8 @@ The package's layers, each a sub-package:
 """
 
 from commentsvc.operations.endpoints import ops_api
+from commentsvc.service import CommentService
 from commentsvc.version import __version__
 from commentsvc.web.blueprint import comments_api
 
-__all__ = ["__version__", "comments_api", "ops_api"]
+__all__ = ["CommentService", "__version__", "comments_api", "ops_api"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -327,23 +327,64 @@ def resolved(config: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def options_for(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The resolved settings of one app, plus derived values the views use on every request."""
-    values = resolved(config)
-    values["TZINFO"] = ZoneInfo(values["TIME_ZONE"])
-    values["BROWSER_SIGN_IN"] = False  # the standalone app turns it on (browser_session)
-    values["CACHE_CONTROL"] = f"max-age={values['CACHE_MAX_AGE']}, must-revalidate"
-    # What else shapes a response besides the data and the URL: part of every ETag.
-    values["DISPLAY_DIGEST"] = repr((values["TIME_ZONE"], values["DEFAULT_AVATAR"],
-                                     values["MAX_EMBEDDED_REPLIES"]))
-    # What else shapes a browsable page (its forms): part of its tags, never a JSON one's.
-    values["PAGE_DIGEST"] = repr(("text/html", values["CONTENT_TYPES"],
-                                  values["MAX_BODY_LENGTH"]))
-    return values
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """One app's settings, checked and typed: a field per entry of ``SETTINGS`` (its name
+    in lower case), plus the values derived from them that every request uses."""
 
+    database_url: str
+    database_replica_urls: tuple[str, ...]
+    read_your_writes_seconds: float
+    replica_max_lag_seconds: float
+    replica_check_seconds: float
+    response_cache_url: str
+    page_size: int
+    max_page_size: int
+    time_zone: str
+    default_avatar: str
+    content_types: tuple[str, ...]
+    trusted_proxies: int
+    retry_after: int
+    db_connect_timeout: int
+    statement_timeout_ms: int
+    idle_in_transaction_timeout_ms: int
+    lock_timeout_ms: int
+    db_response_timeout: float
+    db_fail_fast_seconds: float
+    pool_pre_ping: bool
+    max_embedded_replies: int
+    response_cache_mb: int
+    cache_max_age: int
+    max_body_length: int
+    max_request_bytes: int
+    post_rate_limit: str
+    rate_limit_storage: str
+    idempotency_retention_hours: float
+    idempotency_purge_seconds: float
+    current_user: Callable[[], Any] | None
+    secret_key: str = field(repr=False)
+    target_exists: Callable[[str, int], bool] | None = None
+    # Derived, for every request: the zone itself, the Cache-Control of lists, and what
+    # else shapes a response besides the data and the URL (part of every ETag), and a
+    # browsable page besides (its forms: part of its tags, never a JSON one's).
+    tzinfo: ZoneInfo = field(init=False, repr=False)
+    cache_control: str = field(init=False, repr=False)
+    display_digest: str = field(init=False, repr=False)
+    page_digest: str = field(init=False, repr=False)
 
-def current() -> dict[str, Any]:
-    """The resolved settings of the app handling the current request or command."""
-    from flask import current_app
+    def __post_init__(self) -> None:
+        derived = {
+            "tzinfo": ZoneInfo(self.time_zone),
+            "cache_control": f"max-age={self.cache_max_age}, must-revalidate",
+            "display_digest": repr((self.time_zone, self.default_avatar,
+                                    self.max_embedded_replies)),
+            "page_digest": repr(("text/html", self.content_types, self.max_body_length)),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
-    return current_app.extensions["commentsvc"]
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Settings:
+        """Every setting from a Flask config (``COMMENTSVC_*`` keys), checked, defaults
+        for the rest; SettingsError names each bad one."""
+        return cls(**{name.lower(): value for name, value in resolved(config).items()})

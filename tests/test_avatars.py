@@ -122,7 +122,7 @@ def test_mounted_the_default_avatar_is_the_mounts_own_copy(host, sample_records)
 def test_mounted_a_configured_default_avatar_is_kept(database_url):
     host = make_host(database_url, COMMENTSVC_DEFAULT_AVATAR=DEFAULT)
     try:
-        assert host.extensions["commentsvc"]["DEFAULT_AVATAR"] == DEFAULT
+        assert host.extensions["commentsvc"].settings.default_avatar == DEFAULT
     finally:
         with host.app_context():
             engine.get_engine().dispose()
@@ -139,7 +139,7 @@ def test_a_host_serving_the_package_static_folder_keeps_the_default(database_url
     SQLAlchemy().init_app(host)
     host.register_blueprint(comments_api, url_prefix="/community")
     try:
-        assert host.extensions["commentsvc"]["DEFAULT_AVATAR"] == DEFAULT
+        assert host.extensions["commentsvc"].settings.default_avatar == DEFAULT
         with host.test_client().get(DEFAULT) as response:
             assert response.data == avatars.silhouette()
     finally:

@@ -258,7 +258,7 @@ def test_sign_out_is_a_post(client):
 def test_mounted_the_hosts_login_is_in_charge(database_url):
     host = make_host(database_url)
     try:
-        assert host.extensions["commentsvc"]["BROWSER_SIGN_IN"] is False
+        assert host.extensions["commentsvc"].browser_sign_in is False
         assert_error(host.test_client().get("/community" + LOGIN), 404, "Not found.")
         assert "commentsvc_signin" not in host.blueprints
     finally:

@@ -75,7 +75,7 @@ def test_a_plain_postgresql_url_is_served_through_psycopg2(postgres_url):
     assert plain.startswith("postgres://")
     app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": plain,
                       "COMMENTSVC_DATABASE_REPLICA_URLS": plain})
-    router = app.extensions["commentsvc"]["REPLICAS"]
+    router = app.extensions["commentsvc"].replicas
     with app.app_context():
         engine = db.get_engine()
         try:

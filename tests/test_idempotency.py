@@ -327,7 +327,7 @@ def test_a_keyed_write_purges_expired_keys_after_its_answer(app_factory, communi
     assert second.status_code == 201
     second.close()  # not due again for an hour: nothing purged
     assert key_count(app) == 3
-    app.extensions["commentsvc"]["IDEMPOTENCY_PURGE"]._next = 0.0  # an hour later
+    app.extensions["commentsvc"].idempotency_purge._next = 0.0  # an hour later
     third = post(client, community, "third")
     assert key_count(app) == 4, "purged only once the answer is out"
     third.close()
@@ -336,7 +336,7 @@ def test_a_keyed_write_purges_expired_keys_after_its_answer(app_factory, communi
         "second", "third"]
     replayed = post(client, community, "third")
     replayed.close()  # a replay adds no key: never a turn to purge
-    assert app.extensions["commentsvc"]["IDEMPOTENCY_PURGE"]._next > 0
+    assert app.extensions["commentsvc"].idempotency_purge._next > 0
 
 
 def test_the_schedule_purges_in_bounded_batches(app):

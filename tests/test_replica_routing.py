@@ -186,8 +186,7 @@ def test_bad_replica_and_cache_settings_are_refused(name, value):
 
 
 def test_without_replicas_there_is_no_router(app):
-    options = app.extensions["commentsvc"]
-    assert options["REPLICAS"] is None
+    assert app.extensions["commentsvc"].replicas is None
 
 
 @pytest.fixture
@@ -198,7 +197,7 @@ def replicated_app(app_factory):
     replica_url = f"postgresql://postgres@127.0.0.1:{closed_port()}/db"
     app = app_factory(COMMENTSVC_DATABASE_REPLICA_URLS=replica_url,
                       COMMENTSVC_DB_CONNECT_TIMEOUT=1)
-    router = app.extensions["commentsvc"]["REPLICAS"]
+    router = app.extensions["commentsvc"].replicas
     router._checker_pid = os.getpid()  # no background checks here: the test decides
     yield app, router
     router.close()

@@ -14,7 +14,7 @@ from flask_sqlalchemy import SQLAlchemy
 from commentsvc import comments_api, ops_api
 from commentsvc.operations import metrics, request_log
 from commentsvc.storage import engine
-from commentsvc.web import views
+from commentsvc.web import request_args
 
 KEYS = ["time", "level", "method", "path", "status", "duration_ms", "request_id",
         "remote_addr"]
@@ -74,7 +74,7 @@ def test_errors_are_logged_with_their_traceback_and_answered_without(client, lin
     def broken(*_args, **_kwargs):
         raise RuntimeError("the secret internals broke")
 
-    monkeypatch.setattr(views.request_args, "list_filters", broken)
+    monkeypatch.setattr(request_args, "list_filters", broken)
     response = client.get("/api/comments/", headers={"X-Request-ID": "req-500"})
     assert response.status_code == 500
     assert response.get_json() == {"detail": "A server error occurred."}

@@ -8,7 +8,13 @@ import os
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.storage import counters, store
 from commentsvc.storage import engine as db
+from commentsvc.web import current
 from conftest import backends, insert_records, terminate_backends
+
+
+def reader_for(engine):
+    """The current app's counter reader of ``engine``."""
+    return current.service().counter_readers.for_engine(engine)
 
 
 def states(app, comments: CommentList):
@@ -16,7 +22,7 @@ def states(app, comments: CommentList):
     with app.app_context():
         engine = db.get_engine()
         with db.snapshot(engine) as conn:
-            return counters.reader_for(engine).read(comments.key), store.state(conn, comments)
+            return reader_for(engine).read(comments.key), store.state(conn, comments)
 
 
 def test_reader_agrees_with_the_snapshot_read(app, sample_records):
@@ -44,7 +50,7 @@ def test_reader_sees_each_write_at_once(app, sample_records):
 
 def read_site(app) -> store.ListState:
     with app.app_context():
-        return counters.reader_for(db.get_engine()).read("site")
+        return reader_for(db.get_engine()).read("site")
 
 
 def test_reads_leave_no_transaction_open_on_postgresql(pg_app):
@@ -90,7 +96,7 @@ def test_positional_converts_the_named_parameter():
 def reader_connection_sql(app, statement: str) -> None:
     """Run ``statement`` on the reader's own kept connection (this thread's)."""
     with app.app_context():
-        reader = counters.reader_for(db.get_engine())
+        reader = reader_for(db.get_engine())
         with reader._connection().cursor() as cursor:
             cursor.execute(statement)
 
@@ -98,7 +104,7 @@ def reader_connection_sql(app, statement: str) -> None:
 def test_postgresql_reads_use_a_prepared_statement(pg_app):
     read_site(pg_app)
     with pg_app.app_context():
-        reader = counters.reader_for(db.get_engine())
+        reader = reader_for(db.get_engine())
         with reader._connection().cursor() as cursor:
             cursor.execute("SELECT name FROM pg_prepared_statements")
             names = [row[0] for row in cursor.fetchall()]
@@ -112,7 +118,7 @@ def test_a_lost_prepared_statement_switches_to_the_plain_read(pg_app, sample_rec
     reader_connection_sql(pg_app, f"DEALLOCATE {counters.PREPARED_NAME}")
     assert read_site(pg_app) == expected  # answered by the fallback read
     with pg_app.app_context():
-        assert not counters.reader_for(db.get_engine()).uses_prepared
+        assert not reader_for(db.get_engine()).uses_prepared
     assert read_site(pg_app) == expected
 
 
@@ -125,4 +131,4 @@ def test_the_prepared_read_follows_a_recreated_schema(pg_app, sample_records):
     count = sum(r["type"] == "comment" for r in sample_records)
     assert read_site(pg_app).count == count
     with pg_app.app_context():  # the server planned it again on the new table
-        assert counters.reader_for(db.get_engine()).uses_prepared
+        assert reader_for(db.get_engine()).uses_prepared

@@ -91,14 +91,14 @@ def load(conn: Connection, lines: Iterable[bytes | str], *,
          workers: int = 1) -> ImportReport:
     """Import NDJSON ``lines`` in the caller's transaction; raise ImportFailed on a bad line.
 
-    ``content_types`` and ``max_body_length`` default to the app's configured ones (the
-    API's own rules). ``workers`` > 1 checks the lines of a big file on that many
-    processes (PostgreSQL; see ``_stage_by_copy``).
+    ``content_types`` and ``max_body_length`` (the API's own rules) default to the
+    settings' defaults; the import command passes the app's. ``workers`` > 1 checks the
+    lines of a big file on that many processes (PostgreSQL; see ``_stage_by_copy``).
     """
     if content_types is None:
-        content_types = settings.current()["CONTENT_TYPES"]
+        content_types = settings.BY_NAME["CONTENT_TYPES"].default
     if max_body_length is None:
-        max_body_length = settings.current()["MAX_BODY_LENGTH"]
+        max_body_length = settings.BY_NAME["MAX_BODY_LENGTH"].default
     parser = _RecordParser(frozenset(content_types), max_body_length)
     _run_all(conn, q.DROP_STAGING)  # left over if an earlier import here ended oddly
     _run_all(conn, q.CREATE_STAGING)

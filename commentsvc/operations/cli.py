@@ -15,13 +15,12 @@ from typing import IO
 import click
 from flask.cli import with_appcontext
 
-from commentsvc import settings
 from commentsvc.interchange import ndjson
 from commentsvc.operations import demo, progress
 from commentsvc.operations.startup import StartupError
 from commentsvc.storage import engine, erasure
 from commentsvc.storage.queries import interchange as q
-from commentsvc.web import auth, idempotency
+from commentsvc.web import auth, current, idempotency
 
 
 def _engine():
@@ -77,7 +76,9 @@ def import_command(file: IO[bytes], workers: int) -> None:
             engine.create_schema(conn)
             erasure.blank_deleted(conn)  # stored rows must compare as the file's do
             lines = progress.counting(file, advance, size=len)  # the bar counts bytes
-            report = ndjson.load(conn, lines, workers=workers)
+            settings = current.service().settings
+            report = ndjson.load(conn, lines, content_types=settings.content_types,
+                                 max_body_length=settings.max_body_length, workers=workers)
     except ndjson.ImportFailed as exc:
         click.echo(f"Import failed: {exc}", err=True)
         sys.exit(1)
@@ -137,7 +138,8 @@ def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
             click.echo("Comments already exist; nothing seeded.")
             return
         report = demo.seed(conn, comments=comments, targets=targets, seed=seed_value,
-                           hot_share=hot_share)
+                           hot_share=hot_share,
+                           content_types=current.service().settings.content_types)
     click.echo(report)
 
 
@@ -201,7 +203,7 @@ def erase_user_command(user_id: int) -> None:
 def purge_idempotency_keys_command() -> None:
     """Delete idempotency keys older than IDEMPOTENCY_RETENTION_HOURS (in batches, each
     its own transaction, so API writes never wait long)."""
-    hours = settings.current()["IDEMPOTENCY_RETENTION_HOURS"]
+    hours = current.service().settings.idempotency_retention_hours
     deleted = idempotency.purge(_engine(), hours, batch=None)
     click.echo(f"Purged {deleted} idempotency key{'s' if deleted != 1 else ''} "
                f"older than {hours:g} h.")

@@ -54,7 +54,7 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
 
     Returns a one-line summary. ``progress`` (default: above PROGRESS_THRESHOLD comments,
     when stderr is a terminal) draws a bar on stderr; ``content_types`` defaults to the
-    app's configured ones.
+    setting's default (the seed command passes the app's).
     ``hot_share`` gives the most popular target that share of all comments (a viral
     page), on top of the usual long tail; 0 leaves popularity to the long tail alone.
     """
@@ -63,7 +63,7 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     if not 0.0 <= hot_share <= 1.0:
         raise ValueError("hot_share must be between 0 and 1")
     if content_types is None:
-        content_types = settings.current()["CONTENT_TYPES"]
+        content_types = settings.BY_NAME["CONTENT_TYPES"].default
     user_targets, page_targets = _split_targets(targets, frozenset(content_types))
     rng = random.Random(seed)
     words = _vocabulary()

@@ -17,8 +17,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
-from commentsvc import settings
 from commentsvc.storage.engine import get_engine, read_snapshot
+from commentsvc.web import current
 from commentsvc.web.errors import DATABASE_DOWN
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
@@ -64,7 +64,7 @@ def missing_tables(conn: Connection) -> list[str]:
 
 
 def _not_ready(body: dict[str, Any]) -> Response:
-    return _answer(body, 503, {"Retry-After": str(settings.current()["RETRY_AFTER"])})
+    return _answer(body, 503, {"Retry-After": str(current.service().settings.retry_after)})
 
 
 def _answer(body: dict[str, Any], status: int = 200,

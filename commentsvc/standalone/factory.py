@@ -73,7 +73,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(comments_api)
     with app.app_context():  # the wait deadline and the outage log (settings now known)
-        protect(db.engine, app.extensions["commentsvc"])
+        protect(db.engine, app.extensions["commentsvc"].settings)
     # Users' avatars, drawn from their names (a host site serves its own /media/).
     app.register_blueprint(media_api)
     if values["CURRENT_USER"] is None:  # else that function's login is in charge
@@ -86,7 +86,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     install_error_handler(app, "/")  # the whole app is the service: every error is JSON
     # X-Forwarded-* count only from trusted proxies, whatever the WSGI server believes.
     app.wsgi_app = forwarding.trusting(app.wsgi_app,
-                                       app.extensions["commentsvc"]["TRUSTED_PROXIES"])
+                                       app.extensions["commentsvc"].settings.trusted_proxies)
     return app
 
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, redirect, render_template, request, session, url_for
 
-from commentsvc import settings
 from commentsvc.storage.engine import get_engine
-from commentsvc.web import auth, browser_session
+from commentsvc.web import auth, browser_session, current
 from commentsvc.web.errors import to_response
 from commentsvc.web.request_body import read_fields
 from commentsvc.web.responses import NOSNIFF, PAGE_HEADERS
@@ -61,7 +60,7 @@ def login() -> Response:
     new session (303 to ``next``), another is the form again with "Invalid token." (400)."""
     if request.method == "GET":
         return page(request.args.get("next"))
-    fields = read_fields(request, settings.current()["MAX_REQUEST_BYTES"])
+    fields = read_fields(request, current.service().settings.max_request_bytes)
     browser_session.check_token(request, browser_session.csrf_token(), fields)
     key, next_url = fields.get("key"), fields.get("next")
     key = key.strip() if isinstance(key, str) else ""
@@ -77,7 +76,7 @@ def login() -> Response:
 @signin_api.post("/api/auth/logout/")
 def logout() -> Response:
     """End the session (its CSRF token checked); 303 to the browsable list."""
-    fields = read_fields(request, settings.current()["MAX_REQUEST_BYTES"])
+    fields = read_fields(request, current.service().settings.max_request_bytes)
     browser_session.check_token(request, browser_session.csrf_token(), fields)
     session.clear()
     return redirect(url_for(LIST_ENDPOINT, format="api"), 303)

@@ -20,7 +20,6 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
-from commentsvc import settings
 from commentsvc.storage import outage
 from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.engine import read_snapshot
@@ -158,14 +157,19 @@ def _close_quietly(fairy) -> None:
         pass
 
 
-_readers_lock = threading.Lock()
+class CounterReaders:
+    """One app's counter reader per engine (the primary's, each replica's), made on first
+    use and kept as long as the app."""
 
+    def __init__(self) -> None:
+        self._readers: dict[Engine, ListStateReader] = {}
+        self._lock = threading.Lock()
 
-def reader_for(engine: Engine) -> ListStateReader:
-    """The current app's reader for ``engine`` (made on first use, kept as long as the app)."""
-    readers = settings.current().setdefault("STATE_READERS", {})
-    reader = readers.get(engine)
-    if reader is None:
-        with _readers_lock:
-            reader = readers.get(engine) or readers.setdefault(engine, ListStateReader(engine))
-    return reader
+    def for_engine(self, engine: Engine) -> ListStateReader:
+        """The reader of ``engine``."""
+        reader = self._readers.get(engine)
+        if reader is None:
+            with self._lock:
+                reader = self._readers.get(engine) or self._readers.setdefault(
+                    engine, ListStateReader(engine))
+        return reader

@@ -19,6 +19,7 @@ from sqlalchemy import event, inspect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from commentsvc.settings import Settings
 from commentsvc.storage import bulk_lock, deadline, outage
 
 T = TypeVar("T")
@@ -42,7 +43,7 @@ def get_engine() -> Engine:
         with _setting_up:
             if engine not in _served:
                 prepare_engine(engine)
-                protect(engine, current_app.extensions["commentsvc"])
+                protect(engine, current_app.extensions["commentsvc"].settings)
                 _served.add(engine)
     found = outage.outage_of(engine)
     if found is not None:
@@ -50,12 +51,12 @@ def get_engine() -> Engine:
     return engine
 
 
-def protect(engine: Engine, options: dict) -> None:
-    """Give the primary engine its wait deadline (db_deadline) and its outage log and
-    fail-fast window (outage), from the app's settings. Safe to call again."""
-    deadline.watch(engine, options["DB_RESPONSE_TIMEOUT"],
-                      (options["LOCK_TIMEOUT_MS"] or options["STATEMENT_TIMEOUT_MS"]) / 1000)
-    outage.watch(engine, options["DB_FAIL_FAST_SECONDS"])
+def protect(engine: Engine, settings: Settings) -> None:
+    """Give the primary engine its wait deadline (storage.deadline) and its outage log and
+    fail-fast window (storage.outage), from the app's settings. Safe to call again."""
+    deadline.watch(engine, settings.db_response_timeout,
+                   (settings.lock_timeout_ms or settings.statement_timeout_ms) / 1000)
+    outage.watch(engine, settings.db_fail_fast_seconds)
 
 
 def snapshot(engine: Engine) -> Connection:

@@ -6,11 +6,11 @@ before the comment is written, and any refusal leaves the database as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from commentsvc import settings
 from commentsvc.rules.schemas import INT64_MAX
 from commentsvc.storage import store
 from commentsvc.web.errors import ValidationFailed
@@ -20,16 +20,22 @@ def _missing(value: int) -> str:
     return f'Invalid pk "{value}" - object does not exist.'
 
 
-def check_target(conn: Connection, content_type: str, object_id: int) -> None:
+# A host site's function (content_type, object_id) -> bool (COMMENTSVC_TARGET_EXISTS).
+HostCheck = Callable[[str, int], bool]
+
+
+def check_target(conn: Connection, content_type: str, object_id: int,
+                 host_check: HostCheck | None = None) -> None:
     """The user, comic page or host object must exist; 400 on object_id otherwise."""
-    if not (0 < object_id <= INT64_MAX and target_exists(conn, content_type, object_id)):
+    if not (0 < object_id <= INT64_MAX
+            and target_exists(conn, content_type, object_id, host_check)):
         raise ValidationFailed({"object_id": [_missing(object_id)]})
 
 
-def target_exists(conn: Connection, content_type: str, object_id: int) -> bool:
+def target_exists(conn: Connection, content_type: str, object_id: int,
+                  host_check: HostCheck | None = None) -> bool:
     """The service's tables answer for users and comic pages; for a host's own content
     types, the host's function (COMMENTSVC_TARGET_EXISTS), when it gave one."""
-    host_check = settings.current()["TARGET_EXISTS"]
     if host_check is not None and not store.keeps_targets(content_type):
         return bool(host_check(content_type, object_id))
     return store.target_exists(conn, content_type, object_id)
@@ -46,9 +52,9 @@ def check_parent(conn: Connection, parent_id: int, content_type: str, object_id:
         raise ValidationFailed({"parent": ["A deleted comment cannot be replied to."]})
 
 
-def check(conn: Connection, fields: dict[str, Any]) -> None:
+def check(conn: Connection, fields: dict[str, Any], host_check: HostCheck | None = None) -> None:
     """The loaded fields of a post, checked against the database (400 on a bad one)."""
-    check_target(conn, fields["content_type"], fields["object_id"])
+    check_target(conn, fields["content_type"], fields["object_id"], host_check)
     if fields["parent"] is not None:
         check_parent(conn, fields["parent"], fields["content_type"], fields["object_id"])
 

@@ -23,13 +23,14 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
+from commentsvc.settings import Settings
 from commentsvc.storage import deadline
 from commentsvc.storage.engine import engine_options, get_engine, mark_replica, prepare_engine
 from commentsvc.storage.shared_page_cache import Backoff
@@ -202,46 +203,52 @@ class RecentWriters:
             return True
 
 
-def set_up(options: dict[str, Any], redis_client: redis.Redis | None) -> None:
-    """Add ``REPLICAS`` (a router, or None) and ``RECENT_WRITERS`` to an app's options."""
-    urls = options["DATABASE_REPLICA_URLS"]
-    options["REPLICAS"] = None
-    options["RECENT_WRITERS"] = RecentWriters(options["READ_YOUR_WRITES_SECONDS"],
-                                              redis_client)
-    if not urls:
-        return
-    engines = []
-    for url in urls:
-        engine = create_engine(url, **engine_options(
-            url, options["DB_CONNECT_TIMEOUT"], options["STATEMENT_TIMEOUT_MS"],
-            options["POOL_PRE_PING"], options["DB_RESPONSE_TIMEOUT"],
-            options["IDLE_IN_TRANSACTION_TIMEOUT_MS"]))
-        prepare_engine(engine)
-        deadline.watch(engine, options["DB_RESPONSE_TIMEOUT"])
-        mark_replica(engine)
-        engines.append(engine)
-    options["REPLICAS"] = ReplicaRouter(engines, options["REPLICA_MAX_LAG_SECONDS"],
-                                        options["REPLICA_CHECK_SECONDS"])
+class ReadRouting:
+    """Where one app's reads go: its replicas (a router, or None), unless the reader
+    wrote lately (``recent_writers``)."""
 
+    def __init__(self, router: ReplicaRouter | None, recent_writers: RecentWriters):
+        self.router = router
+        self.recent_writers = recent_writers
 
-def reading(options: dict[str, Any], user_id: int | None, work: Callable[[Engine], T]) -> T:
-    """``work(engine)`` on a usable replica, or on the primary when there is none, when
-    the user wrote lately, or when the replica fails (then it runs again on the primary)."""
-    router: ReplicaRouter | None = options["REPLICAS"]
-    if router is None or (user_id is not None
-                          and options["RECENT_WRITERS"].wrote_recently(user_id)):
+    @classmethod
+    def from_settings(cls, settings: Settings, redis_client: redis.Redis | None) -> ReadRouting:
+        """Engines for DATABASE_REPLICA_URLS (none: every read goes to the primary)."""
+        recent_writers = RecentWriters(settings.read_your_writes_seconds, redis_client)
+        if not settings.database_replica_urls:
+            return cls(None, recent_writers)
+        engines = []
+        for url in settings.database_replica_urls:
+            engine = create_engine(url, **engine_options(
+                url, settings.db_connect_timeout, settings.statement_timeout_ms,
+                settings.pool_pre_ping, settings.db_response_timeout,
+                settings.idle_in_transaction_timeout_ms))
+            prepare_engine(engine)
+            deadline.watch(engine, settings.db_response_timeout)
+            mark_replica(engine)
+            engines.append(engine)
+        router = ReplicaRouter(engines, settings.replica_max_lag_seconds,
+                               settings.replica_check_seconds)
+        return cls(router, recent_writers)
+
+    def reading(self, user_id: int | None, work: Callable[[Engine], T]) -> T:
+        """``work(engine)`` on a usable replica, or on the primary when there is none,
+        when the user wrote lately, or when the replica fails (then it runs again on the
+        primary)."""
+        router = self.router
+        if router is None or (user_id is not None
+                              and self.recent_writers.wrote_recently(user_id)):
+            return work(get_engine())
+        replica = router.pick()
+        if replica is None:
+            return work(get_engine())
+        try:
+            return work(replica)
+        except sa_exc.DBAPIError as exc:
+            router.failed(replica, exc)
         return work(get_engine())
-    replica = router.pick()
-    if replica is None:
-        return work(get_engine())
-    try:
-        return work(replica)
-    except sa_exc.DBAPIError as exc:
-        router.failed(replica, exc)
-    return work(get_engine())
 
-
-def wrote(options: dict[str, Any], user_id: int) -> None:
-    """A write by ``user_id`` committed: send their reads to the primary for a while."""
-    if options["REPLICAS"] is not None:
-        options["RECENT_WRITERS"].mark(user_id)
+    def wrote(self, user_id: int) -> None:
+        """A write by ``user_id`` committed: send their reads to the primary for a while."""
+        if self.router is not None:
+            self.recent_writers.mark(user_id)

@@ -47,16 +47,22 @@ def count(conn: Connection, comments: CommentList) -> int:
     return state(conn, comments).count
 
 
+class ListMoved(Exception):
+    """The list is not at the version a page was asked for: a write came in between."""
+
+
 def page(conn: Connection, comments: CommentList, lo: int, hi: int,
-         reply_cap: int = 0) -> list[Comment]:
+         reply_cap: int = 0, version: int | None = None) -> list[Comment]:
     """The comments at positions lo..hi of a list, newest first, roots with their replies.
 
     ``reply_cap`` > 0 embeds at most that many newest replies per root (all are listed on
-    their own anyway), so one hugely answered comment cannot make its page huge.
+    their own anyway), so one hugely answered comment cannot make its page huge. With
+    ``version``, ListMoved is raised when ``conn`` sees the list at another version (the
+    slice's rows carry it: no read of its own).
     """
     if hi < lo:
         return []
-    params: dict = {"lo": lo, "hi": hi}
+    params: dict = {"lo": lo, "hi": hi, "list_key": comments.key}
     if comments.content_type is None:
         statement = listing.SITE_PAGE
     elif comments.object_id is None:
@@ -64,8 +70,14 @@ def page(conn: Connection, comments: CommentList, lo: int, hi: int,
     else:
         statement = listing.TARGET_PAGE
         params.update(content_type=comments.content_type, object_id=comments.object_id)
-    return _with_replies(conn, [Comment(*row) for row in conn.execute(statement, params)],
-                         reply_cap)
+    rows = conn.execute(statement, params).all()
+    if version is not None and (not rows or rows[0].list_version != version):
+        raise ListMoved(comments.key)
+    return _with_replies(conn, [Comment(*row[:_COMMENT_COLUMNS]) for row in rows], reply_cap)
+
+
+# The columns of a comment row (a page's rows carry the list's version after them).
+_COMMENT_COLUMNS = 10
 
 
 def one(conn: Connection, comment_id: int, reply_cap: int = 0) -> Comment | None:

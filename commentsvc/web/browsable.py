@@ -14,13 +14,13 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 import orjson
-from flask import Request, current_app, render_template, url_for
+from flask import Request, render_template, url_for
 from markupsafe import Markup
 from marshmallow import Schema
 from werkzeug.http import HTTP_STATUS_CODES
 
 from commentsvc.rules import permissions
-from commentsvc.web import options_description
+from commentsvc.web import current, options_description
 from commentsvc.web.auth import Viewer
 from commentsvc.web.request_args import last, raw_query
 from commentsvc.web.responses import DETAIL_ENDPOINT
@@ -129,7 +129,7 @@ def _frame(req: Request, *, method: str, status: int, json_headers: dict[str, st
 def sign_in_links(req: Request, viewer: Viewer | None) -> dict[str, Any]:
     """The header's sign-in link (back to this page after) or sign-out form: standalone
     only, where the sign-in page exists; a token or a host's login has neither."""
-    if not current_app.extensions["commentsvc"]["BROWSER_SIGN_IN"]:
+    if not current.service().browser_sign_in:
         return {"sign_in_url": None, "sign_out": None}
     if viewer is None:
         query = raw_query(req)
@@ -218,7 +218,8 @@ def kind_links(req: Request, content_types: tuple[str, ...]) -> list[dict[str, s
 
 def list_page(req: Request, data: dict[str, Any], *, page: int,
               json_headers: dict[str, str], viewer: Viewer | None,
-              options: dict[str, Any], name: str, summary: str,
+              content_types: tuple[str, ...], new_comment_schema: Schema,
+              max_body_length: int, name: str, summary: str,
               targets: dict[int, tuple[str, int]] | None = None) -> bytes:
     """A page of the list: filter form, pager, the comments' preview (with what the viewer
     may do to each, given the comments' ``targets``) and the JSON."""
@@ -230,12 +231,12 @@ def list_page(req: Request, data: dict[str, Any], *, page: int,
         page=page,
         filters={name: last(req, name) or "" for name in ("content_type", "object_id",
                                                            "page_size")},
-        content_types=options["CONTENT_TYPES"],
-        kind_links=kind_links(req, options["CONTENT_TYPES"]),
+        content_types=content_types,
+        kind_links=kind_links(req, content_types),
         filter_action=url_for(LIST_ENDPOINT),
-        post=post_form(req, viewer, options["NEW_COMMENT_SCHEMA"]),
+        post=post_form(req, viewer, new_comment_schema),
         actions=comment_actions(data["results"], viewer, targets or {}),
-        max_body_length=options["MAX_BODY_LENGTH"],
+        max_body_length=max_body_length,
     )
     return _render("list.html", context)
 

@@ -53,7 +53,7 @@ def enable(app: Flask, secret_key: str) -> None:
     app.session_interface = SessionInterface()
     app.config.update(SESSION_COOKIE_NAME=COOKIE_NAME, SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Lax")
-    app.extensions["commentsvc"]["BROWSER_SIGN_IN"] = True
+    app.extensions["commentsvc"].browser_sign_in = True
 
 
 def signed_cookie(req: Request, app: Flask) -> tuple[str, str] | None:

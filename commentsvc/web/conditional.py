@@ -1,4 +1,5 @@
-"""Conditional requests: a strong ETag per list response, and the 304 check.
+"""Conditional requests: a strong ETag per list response, and the one step that answers
+a list request with a 304, a cached body, or a body built for it.
 
 The tag is a digest of what the response is made of: the list's version (bumped by every
 write that changes the list) and size, the URL asked for (which fixes the filter, page,
@@ -8,11 +9,20 @@ row, before any comment is read, and it changes whenever the response would.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from hashlib import blake2b
 
-from flask import Request
+from flask import Request, Response
 
+from commentsvc.settings import Settings
+from commentsvc.storage.page_cache import PageCache
 from commentsvc.storage.store import ListState
+from commentsvc.web.auth import Viewer
+from commentsvc.web.negotiation import HTML
+
+# How a representation's body becomes a response: (body, status, headers).
+Respond = Callable[[bytes, int, dict[str, str]], Response]
 
 
 def list_etag(state: ListState, url: str, query: str, display_digest: str) -> str:
@@ -34,3 +44,46 @@ def request_url(request: Request) -> str:
 def matches(request: Request, tag: str) -> bool:
     """Whether If-None-Match names this response (weak comparison, as RFC 9110 says)."""
     return request.if_none_match.contains_weak(tag.strip('"')) if request.if_none_match else False
+
+
+@dataclass(frozen=True, slots=True)
+class Tagged:
+    """A list response's tag and the headers that go with it, and the JSON answer's tag
+    (which the browsable page shows; the same as ``tag`` for JSON)."""
+
+    tag: str
+    headers: dict[str, str]
+    json_tag: str
+
+
+def tagged(request: Request, state: ListState, query: str, settings: Settings,
+           viewer: Viewer | None, representation: str) -> Tagged:
+    """The ETag and caching headers of one list response, known before any comment is read.
+
+    What a signed-in user sees differs (``can_delete``, ``can_reply``), so their tag names
+    them and their responses are private. The HTML page and the JSON of one URL are
+    different responses, so they get different tags (and never each other's cached body
+    or 304).
+    """
+    shown_as, cache_control = settings.display_digest, settings.cache_control
+    if viewer is not None:
+        shown_as = f"{shown_as}\x00{viewer.id}\x00{viewer.is_staff}"
+        cache_control = "private, " + cache_control
+    url = request_url(request)
+    json_tag = list_etag(state, url, query, shown_as)
+    tag = json_tag
+    if representation == HTML:
+        tag = list_etag(state, url, query, f"{shown_as}\x00{settings.page_digest}\x00{viewer!r}")
+    return Tagged(tag, {"ETag": tag, "Cache-Control": cache_control}, json_tag)
+
+
+def answer(request: Request, tagged: Tagged, cache: PageCache | None, respond: Respond,
+           build: Callable[[], Response]) -> Response:
+    """The one decision: 304 when the client holds this response, its cached body when
+    there is one, else ``build()`` (which caches what it builds)."""
+    if matches(request, tagged.tag):
+        return respond(b"", 304, tagged.headers)
+    body = cache.get(tagged.tag) if cache is not None else None
+    if body is not None:
+        return respond(body, 200, tagged.headers)
+    return build()

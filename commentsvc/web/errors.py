@@ -15,10 +15,9 @@ from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
-from commentsvc import settings
 from commentsvc.operations import request_log
 from commentsvc.storage import outage
-from commentsvc.web import request_target
+from commentsvc.web import current, request_target
 from commentsvc.web.responses import allow_for, api_response
 
 log = logging.getLogger("commentsvc")
@@ -137,7 +136,7 @@ def to_response(exc: BaseException) -> Response:
             log.exception("unhandled error on %s %s", request.method, request.path)
         error = APIError("A server error occurred.", status=500)
     if error.status == 503 and "Retry-After" not in error.headers:
-        error.headers["Retry-After"] = str(settings.current()["RETRY_AFTER"])
+        error.headers["Retry-After"] = str(current.service().settings.retry_after)
     return api_response(error_body(error.detail), error.status, error.headers,
                         allow_for(_resource_endpoint()))
 

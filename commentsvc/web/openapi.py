@@ -19,7 +19,6 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask, Response, current_app, request
 from marshmallow import Schema, fields
 
-from commentsvc import settings
 from commentsvc.rules.schemas import (
     INT64_MAX,
     CommentSchema,
@@ -28,8 +27,9 @@ from commentsvc.rules.schemas import (
     ReadFlagSchema,
     ReplySchema,
 )
+from commentsvc.settings import Settings
 from commentsvc.version import __version__
-from commentsvc.web import browser_session
+from commentsvc.web import browser_session, current
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
 OPENAPI_VERSION = "3.1.0"
@@ -157,7 +157,7 @@ def _body(schema: str, description: str) -> dict[str, Any]:
     return {"required": True, "description": description, "content": content}
 
 
-def _query_parameters(options: dict[str, Any],
+def _query_parameters(settings: Settings,
                       plugin: MarshmallowPlugin) -> list[dict[str, Any]]:
     """The list's query: the filters from ListQuerySchema, then ``page`` and ``format``.
 
@@ -172,8 +172,8 @@ def _query_parameters(options: dict[str, Any],
         "object_id": "One target's id; needs content_type. Any integer (ASCII digits, "
                      "optional minus, any length); one outside 1..2^63-1 names no target "
                      "(200, an empty list). Empty: 400.",
-        "page_size": f"Comments per page (default {options['PAGE_SIZE']}); any larger "
-                     f"integer, whatever its length, is served {options['MAX_PAGE_SIZE']}.",
+        "page_size": f"Comments per page (default {settings.page_size}); any larger "
+                     f"integer, whatever its length, is served {settings.max_page_size}.",
     }
     for parameter in filters:
         schema = parameter["schema"]
@@ -182,7 +182,7 @@ def _query_parameters(options: dict[str, Any],
             schema["type"] = next(t for t in schema["type"] if t != "null")
         parameter["description"] = notes[parameter["name"]]
     by_name = {parameter["name"]: parameter for parameter in filters}
-    by_name["content_type"]["schema"]["enum"] = sorted(options["CONTENT_TYPES"])
+    by_name["content_type"]["schema"]["enum"] = sorted(settings.content_types)
     by_name["page_size"]["schema"]["minimum"] = 1
     return [*filters, {
         "in": "query", "name": "page", "required": False,
@@ -202,11 +202,11 @@ def _list_ok() -> dict[str, Any]:
             "headers": _header_refs("ETag", "Cache-Control", "Allow", "Vary")}
 
 
-def _operations(options: dict[str, Any],
+def _operations(settings: Settings, browser_sign_in: bool,
                 plugin: MarshmallowPlugin) -> dict[str, dict[str, Any]]:
     """Every operation, by endpoint name and method."""
     signed_in = [{SECURITY_SCHEME: []}]
-    if options["BROWSER_SIGN_IN"]:
+    if browser_sign_in:
         signed_in.append({COOKIE_SCHEME: []})
     optional_sign_in = [{}, *signed_in]
     common = {"500": _ref("ServerError"), "503": _ref("DatabaseUnavailable")}
@@ -224,7 +224,7 @@ def _operations(options: dict[str, Any],
         "tags": ["comments"], "operationId": "listComments",
         "summary": "List comments newest first, one page with its navigation.",
         "security": optional_sign_in,
-        "parameters": [*_query_parameters(options, plugin),
+        "parameters": [*_query_parameters(settings, plugin),
                        "IfNoneMatch"],
         "responses": {
             "200": _list_ok(),
@@ -396,7 +396,7 @@ def openapi_path(rule: str) -> str:
 
 def build_document(app: Flask) -> dict[str, Any]:
     """The OpenAPI document of the blueprint's routes in ``app``, under their prefix."""
-    options = app.extensions["commentsvc"]
+    service = current.of(app)
     plugin = MarshmallowPlugin()
     spec = APISpec(
         title="commentsvc", version=__version__, openapi_version=OPENAPI_VERSION,
@@ -434,7 +434,7 @@ def build_document(app: Flask) -> dict[str, Any]:
         "type": "apiKey", "in": "header", "name": "Authorization",
         "description": "Token <key>, with a key made by the create-token command. Mounted "
                        "in a host site, its own login signs in as well."})
-    if options["BROWSER_SIGN_IN"]:
+    if service.browser_sign_in:
         spec.components.security_scheme(COOKIE_SCHEME, {
             "type": "apiKey", "in": "cookie", "name": browser_session.COOKIE_NAME,
             "description": "Standalone: the signed session cookie of the sign-in page "
@@ -453,7 +453,7 @@ def build_document(app: Flask) -> dict[str, Any]:
     spec.components.response("DatabaseUnavailable", _error(
         "The database is unreachable; the service recovers by itself.", "Retry-After"))
 
-    operations = _operations(options, plugin)
+    operations = _operations(service.settings, service.browser_sign_in, plugin)
     for rule in app.url_map.iter_rules():
         if rule.endpoint in operations:
             spec.path(path=openapi_path(rule.rule), operations=operations[rule.endpoint])
@@ -463,14 +463,13 @@ def build_document(app: Flask) -> dict[str, Any]:
         schemas[name]["required"] = [field for field in schemas[name]["properties"]
                                      if field not in _SOMETIMES_SENT]
     schemas["NewComment"]["properties"]["content_type"]["enum"] = sorted(
-        options["CONTENT_TYPES"])
+        service.settings.content_types)
     return document
 
 
 def schema_view() -> Response:
     """GET <prefix>/api/schema/: the document, built on this app's first request."""
-    options = settings.current()
-    documents = options.setdefault("OPENAPI", {})
+    documents = current.service().openapi_documents
     server = request.script_root or "/"
     body = documents.get(server)
     if body is None:

@@ -17,14 +17,18 @@ LIST_STATE = text("""
     SELECT n, version FROM commentsvc_list_count WHERE list_key = :list_key
 """)
 
-# A page's slice is a range of positions; LIMIT repeats its size so that the planner,
+# A page's slice is a range of positions; each row also carries the list's version (its
+# counter row, primary key), so that a page built for a version read earlier can tell
+# that its snapshot is the same one. LIMIT repeats its size so that the planner,
 # whose estimate of a range can be far off on a skewed list, always joins a page's authors
 # by primary key (no hash join over the user table for twenty rows).
 
 # One page of the whole site's list, newest first (index commentsvc_comment_site_pos).
 SITE_PAGE = text("""
     SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
-           c.is_deleted, c.is_anonymous, c.is_read
+           c.is_deleted, c.is_anonymous, c.is_read,
+           (SELECT version FROM commentsvc_list_count WHERE list_key = :list_key)
+               AS list_version
     FROM (
         SELECT * FROM commentsvc_comment AS c
         WHERE c.site_pos BETWEEN :lo AND :hi
@@ -38,7 +42,9 @@ SITE_PAGE = text("""
 # One page of one content type's list, newest first (index commentsvc_comment_kind_pos).
 KIND_PAGE = text("""
     SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
-           c.is_deleted, c.is_anonymous, c.is_read
+           c.is_deleted, c.is_anonymous, c.is_read,
+           (SELECT version FROM commentsvc_list_count WHERE list_key = :list_key)
+               AS list_version
     FROM (
         SELECT * FROM commentsvc_comment AS c
         WHERE c.content_type = :content_type AND c.kind_pos BETWEEN :lo AND :hi
@@ -52,7 +58,9 @@ KIND_PAGE = text("""
 # One page of one target's list, newest first (index commentsvc_comment_target_pos).
 TARGET_PAGE = text("""
     SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
-           c.is_deleted, c.is_anonymous, c.is_read
+           c.is_deleted, c.is_anonymous, c.is_read,
+           (SELECT version FROM commentsvc_list_count WHERE list_key = :list_key)
+               AS list_version
     FROM (
         SELECT * FROM commentsvc_comment AS c
         WHERE c.content_type = :content_type AND c.object_id = :object_id

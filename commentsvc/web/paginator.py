@@ -1,0 +1,68 @@
+"""The list's paginator, in the shape of Django REST Framework's ``PageNumberPagination``:
+``paginate(request, comments, state) -> Page``, then ``get_paginated_response(page,
+results)`` for the body. The rules themselves (page count, ``page`` parsing, positions,
+links) are pure functions in ``rules.pagination``; this adds the request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import Request
+
+from commentsvc.rules import pagination
+from commentsvc.rules.comment_lists import CommentList
+from commentsvc.rules.schemas import ListQuerySchema
+from commentsvc.storage.store import ListState
+from commentsvc.web import request_args
+from commentsvc.web.errors import NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list, fixed by the list's counter row before any comment is read."""
+
+    comments: CommentList
+    state: ListState
+    number: int
+    num_pages: int
+    size: int
+    query: str  # the request's raw query string, which page links keep as sent
+
+    @property
+    def positions(self) -> tuple[int, int]:
+        """The page's inclusive range of list positions (high to low is newest first)."""
+        return pagination.position_range(self.number, self.size, self.state.count)
+
+
+class PageNumberPagination:
+    """Numbered pages of ``page_size`` comments (``?page_size=`` up to ``max_page_size``)."""
+
+    def __init__(self, query_schema: ListQuerySchema, page_size: int, max_page_size: int):
+        self.query_schema = query_schema
+        self.page_size = page_size
+        self.max_page_size = max_page_size
+
+    def list_of(self, request: Request) -> tuple[CommentList, int]:
+        """The list a request names and its page size; 400 when the filters are bad."""
+        return request_args.list_filters(request, self.query_schema, self.page_size,
+                                         self.max_page_size)
+
+    def paginate(self, request: Request, comments: CommentList, state: ListState,
+                 page_size: int) -> Page:
+        """The page asked for (``?page=``, ``last`` allowed) of a list in ``state``; 404
+        "Invalid page." for any other."""
+        num_pages = pagination.num_pages(state.count, page_size)
+        try:
+            number = pagination.parse_page(request_args.last(request, "page"), num_pages)
+        except pagination.InvalidPage as exc:
+            raise NotFound("Invalid page.") from exc
+        return Page(comments, state, number, num_pages, page_size,
+                    request_args.raw_query(request))
+
+    @staticmethod
+    def get_paginated_response(request: Request, page: Page,
+                               results: list[dict]) -> dict[str, object]:
+        """The list response's body: the page's ``results`` and its ``p8n`` navigation."""
+        return {"results": results,
+                "p8n": pagination.build_p8n(request.base_url, page.query, page.number,
+                                            page.num_pages)}

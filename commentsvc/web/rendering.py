@@ -1,0 +1,76 @@
+"""How a view's answer is rendered: comments as the schemas dump them, as JSON or as the
+browsable page, with the headers the browsable page lists for the JSON answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Request, Response
+
+from commentsvc.rules.schemas import Display, dump_comments
+from commentsvc.settings import Settings
+from commentsvc.storage.store import Comment
+from commentsvc.web import browsable
+from commentsvc.web.auth import Viewer
+from commentsvc.web.negotiation import HTML, JSON
+from commentsvc.web.responses import ALLOW, api_response, encoded_response, html_response
+
+DETAIL_DESCRIPTION = (
+    "One comment: GET shows it as lists do; PATCH {\"is_read\": true|false} marks it read "
+    "or unread (the owner of the commented object); DELETE removes its text and keeps its "
+    "place (its author or staff)."
+)
+DESCRIPTION = (
+    "Comments attached to site objects (user profiles, comic pages), newest first, "
+    "in numbered pages. Filter with content_type and object_id."
+)
+
+
+def display_of(settings: Settings, viewer: Viewer | None = None) -> Display:
+    """How comments are shown to this request (time zone, default avatar, viewer)."""
+    return Display(tz=settings.tzinfo, default_avatar=settings.default_avatar, viewer=viewer)
+
+
+def shown(comment: Comment, settings: Settings, viewer: Viewer | None) -> dict[str, Any]:
+    """One comment as a list entry shows it to ``viewer``."""
+    result: dict[str, Any] = dump_comments([comment], display_of(settings, viewer))[0]
+    return result
+
+
+def page_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None,
+                  allow: str = ALLOW) -> Response:
+    """A list page, its post form given a fresh idempotency key (browsable.with_form_key)."""
+    return html_response(browsable.with_form_key(body), status, headers, allow)
+
+
+def list_responder(representation: str) -> Any:
+    """How a list body becomes a response: (body, status, headers) -> Response."""
+    return {JSON: encoded_response, HTML: page_response}[representation]
+
+
+def json_headers(extra: dict[str, str] | None = None, allow: str = ALLOW) -> dict[str, str]:
+    """The headers the JSON answer carries, as the browsable page lists them."""
+    return {"Allow": allow, "Content-Type": "application/json", "Vary": "Accept",
+            **(extra or {})}
+
+
+def comment_response(req: Request, payload: dict[str, Any], representation: str, *,
+                     method: str, status: int, viewer: Viewer | None, name: str,
+                     allow: str, headers: dict[str, str] | None = None) -> Response:
+    """One comment as JSON, or as the browsable page that shows that JSON."""
+    if representation == HTML:
+        return html_response(browsable.comment_page(
+            req, payload, method=method, status=status, viewer=viewer,
+            json_headers=json_headers(headers, allow=allow), name=name,
+            summary=DETAIL_DESCRIPTION), status, headers, allow=allow)
+    return api_response(payload, status, headers, allow=allow)
+
+
+def described_response(req: Request, described: dict[str, Any], representation: str,
+                       viewer: Viewer | None, allow: str) -> Response:
+    """An OPTIONS answer: the description as JSON, or as the browsable page."""
+    if representation == HTML:
+        return html_response(browsable.options_page(
+            req, described, json_headers=json_headers(allow=allow), viewer=viewer),
+            allow=allow)
+    return api_response(described, allow=allow)

@@ -1,0 +1,140 @@
+"""The three writes (post, mark read, delete), each in the writers' transaction, with
+its Idempotency-Key: a retry within the retention gets the first answer instead, and
+nothing is written twice (web.idempotency).
+
+Each returns the first answer (``Written``), stored or replayed; the views only render it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from flask import Request, Response, url_for
+from marshmallow import Schema, ValidationError
+from sqlalchemy.engine import Connection
+
+from commentsvc.rules import permissions
+from commentsvc.storage import posting, store
+from commentsvc.storage.engine import get_engine, writing
+from commentsvc.web import auth, browser_session, idempotency, request_body
+from commentsvc.web.errors import NotFound, PermissionDenied, ValidationFailed
+from commentsvc.web.rendering import shown
+from commentsvc.web.responses import DETAIL_ENDPOINT
+
+if TYPE_CHECKING:
+    from commentsvc.service import CommentService
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A write's answer: what it shows, its headers, and the stored answer when this was
+    a replay of an earlier one (None when it was written now)."""
+
+    payload: Any
+    headers: dict[str, str] | None
+    replay: idempotency.Stored | None
+    write: idempotency.Keyed | None
+
+    def after(self, response: Response, service: CommentService) -> Response:
+        """A keyed write that was stored (not replayed) may be this process's turn to
+        purge expired keys, after its response is sent (idempotency.PurgeSchedule)."""
+        if self.write is None or self.replay is not None:
+            return response
+        return service.idempotency_purge.after(response, get_engine())
+
+
+def loaded(schema: Schema, fields: dict[str, Any]) -> dict[str, Any]:
+    """A schema's load of the request's fields; 400 with field messages when it refuses."""
+    try:
+        result: dict[str, Any] = schema.load(fields)
+    except ValidationError as exc:
+        raise ValidationFailed(exc.messages) from exc
+    return result
+
+
+def fields_of(req: Request, viewer: auth.Viewer, service: CommentService) -> dict[str, Any]:
+    """The write's fields within the size limit, its CSRF token checked for the cookie."""
+    return browser_session.checked_fields(
+        req, viewer, request_body.read_fields(req, service.settings.max_request_bytes))
+
+
+def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
+    """Add a comment: fields checked first, then target and parent inside the writers'
+    lock, then the user's posting limit; any refusal writes nothing."""
+    settings = service.settings
+    raw = fields_of(req, viewer, service)
+    key = idempotency.key_of(req, raw)
+    fields = loaded(service.new_comment_schema, raw)
+    write = idempotency.keyed(req, key, viewer.id, fields)
+    with writing(get_engine()) as conn:
+        replay = idempotency.find(conn, write, settings.idempotency_retention_hours)
+        if replay is None:
+            auth.ensure_user(conn, viewer)
+            posting.check(conn, fields, settings.target_exists)
+            service.post_limiter.take(viewer.id)
+            comment = one(conn, posting.write(conn, viewer.id, fields), service)
+            location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
+            payload = shown(comment, settings, viewer)
+            idempotency.remember(conn, write, 201, payload, location, comment.id)
+    service.reads.wrote(viewer.id)
+    if replay is not None:
+        return Written(replay.payload(), replay.headers(), replay, write)
+    return Written(payload, {"Location": location}, None, write)
+
+
+def mark_read(req: Request, viewer: auth.Viewer, comment_id: int,
+              service: CommentService) -> Written:
+    """Set ``is_read``: only the owner of what was commented on may (staff for pages)."""
+    settings = service.settings
+    raw = fields_of(req, viewer, service)
+    key = idempotency.key_of(req, raw)
+    is_read = loaded(service.read_flag_schema, raw)["is_read"]
+    write = idempotency.keyed(req, key, viewer.id, {"is_read": is_read})
+    with writing(get_engine()) as conn:
+        replay = idempotency.find(conn, write, settings.idempotency_retention_hours)
+        if replay is None:
+            facts = existing(conn, comment_id)
+            if not permissions.can_mark_read(viewer, facts.content_type, facts.object_id):
+                raise PermissionDenied()
+            store.set_read(conn, comment_id, is_read)
+            payload = shown(one(conn, comment_id, service), settings, viewer)
+            idempotency.remember(conn, write, 200, payload, None, comment_id)
+    service.reads.wrote(viewer.id)
+    if replay is not None:
+        return Written(None, replay.headers(), replay, write)
+    return Written(payload, None, None, write)
+
+
+def delete(req: Request, viewer: auth.Viewer, comment_id: int,
+           service: CommentService) -> Written:
+    """Soft-delete: the author or staff only; its text goes, its place stays."""
+    browser_session.checked_fields(req, viewer, {})  # the X-CSRFToken header
+    write = idempotency.keyed(req, idempotency.key_of(req), viewer.id)
+    with writing(get_engine()) as conn:
+        replay = idempotency.find(conn, write, service.settings.idempotency_retention_hours)
+        if replay is None:
+            facts = existing(conn, comment_id)
+            if not permissions.can_delete(viewer, facts.author_id):
+                raise PermissionDenied()
+            store.soft_delete(conn, comment_id)
+            idempotency.forget_text(conn, [comment_id])
+            idempotency.remember(conn, write, 204, None, None, comment_id)
+    service.reads.wrote(viewer.id)
+    return Written(None, replay.headers() if replay else None, replay, write)
+
+
+def one(conn: Connection, comment_id: int, service: CommentService) -> store.Comment:
+    """The comment just written, as lists show it (a root with its replies)."""
+    comment = store.one(conn, comment_id, service.settings.max_embedded_replies)
+    if comment is None:  # it was written in this very transaction
+        raise NotFound()
+    return comment
+
+
+def existing(conn: Connection, comment_id: int) -> store.CommentFacts:
+    """The comment's facts, read in the writer's transaction; 404 if there is none."""
+    facts = store.facts(conn, comment_id)
+    if facts is None:
+        raise NotFound()
+    return facts
