@@ -17,25 +17,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import redis
 from flask import Flask, current_app
 from flask.blueprints import BlueprintSetupState
 
-from commentsvc.operations import request_log
 from commentsvc.rules.schemas import ListQuerySchema, NewCommentSchema, ReadFlagSchema
 from commentsvc.settings import BY_NAME, Settings
 from commentsvc.storage import counters, replicas
-from commentsvc.storage.page_cache import PageCache, ResponseCache
-from commentsvc.storage.shared_page_cache import RedisResponseCache, redis_client
-from commentsvc.web.blueprint import comments_api
-from commentsvc.web.errors import install_error_handler
+from commentsvc.storage.page_cache import PageCache, page_cache, shared_redis
+from commentsvc.web.blueprint import comments_api, scope_to_path, scope_to_prefix
 from commentsvc.web.idempotency import PurgeSchedule
 from commentsvc.web.rate_limit import PostRateLimit
 
 EXTENSION = "commentsvc"
 
-# The largest page kept in Redis (a page of 100 comments with their replies is far less).
-MAX_SHARED_BODY = 2**20
+# The package's stylesheet, script and default avatar (the standalone app's /static too).
+STATIC_FOLDER = comments_api.static_folder
 
 # Where the package's default avatar is served: under every mount's /api/static/, and
 # standalone also at the app's own /static/ (the DEFAULT_AVATAR setting's default URL).
@@ -98,9 +94,13 @@ class CommentService:
         self.browser_sign_in = False
         self.openapi_documents = {}
         app.extensions[EXTENSION] = self
-        api_prefix = (url_prefix or "").rstrip("/") + "/api/"
-        install_error_handler(app, api_prefix)
-        request_log.observe(app, api_prefix)  # one log line and metrics per request
+        scope_to_prefix(app, url_prefix)
+
+    @staticmethod
+    def scope_to(app: Flask, prefix: str) -> None:
+        """JSON errors, request logs and metrics for every path under ``prefix`` (the
+        standalone app: "/", its whole self)."""
+        scope_to_path(app, prefix)
 
     @property
     def replicas(self) -> replicas.ReplicaRouter | None:
@@ -122,30 +122,6 @@ def _on_first_registration(state: BlueprintSetupState) -> None:
     if not isinstance(service, CommentService):
         service = CommentService()
     service.set_up(state.app, state.url_prefix)
-
-
-def shared_redis(settings: Settings) -> redis.Redis | None:
-    """The Redis that nodes share pages and recent writers through: the response cache's,
-    else the rate limit's when that is a Redis server (``redis://``, ``rediss://``,
-    ``redis+unix://``); None keeps both in each process."""
-    if settings.response_cache_url:
-        return redis_client(settings.response_cache_url)
-    storage = settings.rate_limit_storage
-    if storage.startswith(("redis://", "rediss://")):
-        return redis_client(storage)
-    if storage.startswith("redis+unix://"):  # the limits library's name for a socket
-        return redis_client("unix://" + storage[len("redis+unix://"):])
-    return None
-
-
-def page_cache(settings: Settings, shared: redis.Redis | None) -> PageCache | None:
-    """Rendered pages in Redis (RESPONSE_CACHE_URL), else in this worker; None when
-    RESPONSE_CACHE_MB is 0."""
-    if not settings.response_cache_mb:
-        return None
-    if settings.response_cache_url and shared is not None:
-        return RedisResponseCache(shared, max_body_bytes=MAX_SHARED_BODY)
-    return ResponseCache(settings.response_cache_mb * 2**20)
 
 
 def default_avatar_config(app: Flask, url_prefix: str | None) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def test_database_errors_map_to_503(client, monkeypatch, exc):
     assert_error(client.get("/api/comments/"), 503, UNAVAILABLE)
     monkeypatch.undo()
     assert client.get("/api/comments/").status_code == 200  # an empty list's page 1 is built
-    monkeypatch.setattr(store, "state", failing)
+    monkeypatch.setattr(store, "page", failing)  # the counter was read: the slice fails
     assert_error(client.get("/api/comments/?page_size=5"), 503, UNAVAILABLE)
 
 

@@ -1,5 +1,5 @@
-"""Command-line commands: `flask --app app init-db | import | export | seed | create-token |
-revoke-token | staff | erase-user | purge-idempotency-keys`.
+"""Command-line commands of the data: `flask --app app init-db | import | export | seed`,
+and with them the users' commands (operations.user_commands).
 
 Each command runs in one transaction: it either finishes or leaves the database as it was.
 """
@@ -16,11 +16,11 @@ import click
 from flask.cli import with_appcontext
 
 from commentsvc.interchange import ndjson
-from commentsvc.operations import demo, progress
+from commentsvc.operations import demo, progress, user_commands
 from commentsvc.operations.startup import StartupError
 from commentsvc.storage import engine, erasure
 from commentsvc.storage.queries import interchange as q
-from commentsvc.web import auth, current, idempotency
+from commentsvc.web import current
 
 
 def _engine():
@@ -143,72 +143,5 @@ def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
     click.echo(report)
 
 
-@click.command("create-token")
-@with_appcontext
-@click.argument("user_id", type=int)
-def create_token_command(user_id: int) -> None:
-    """Make a sign-in key for a user and print it (only here: the service keeps a digest)."""
-    try:
-        with engine.writing(_engine()) as conn:
-            key = auth.create_token(conn, user_id)
-    except auth.UnknownUser:
-        click.echo(f"No user has id {user_id}.", err=True)
-        sys.exit(1)
-    click.echo(key)
-
-
-@click.command("revoke-token")
-@with_appcontext
-@click.argument("key")
-def revoke_token_command(key: str) -> None:
-    """Withdraw a sign-in key: requests with it get 401 from now on."""
-    with engine.writing(_engine()) as conn:
-        revoked = auth.revoke_token(conn, key)
-    if not revoked:
-        click.echo("No such key.", err=True)
-        sys.exit(1)
-    click.echo("Key revoked.")
-
-
-@click.command("staff")
-@with_appcontext
-@click.argument("user_id", type=int)
-@click.option("--remove", is_flag=True, help="Take staff away instead.")
-def staff_command(user_id: int, remove: bool) -> None:
-    """Make a user staff (may delete any comment, mark comic page comments read)."""
-    with engine.writing(_engine()) as conn:
-        found = auth.set_staff(conn, user_id, not remove)
-    if not found:
-        click.echo(f"No user has id {user_id}.", err=True)
-        sys.exit(1)
-    click.echo(f"User {user_id} is {'no longer ' if remove else ''}staff.")
-
-
-@click.command("erase-user")
-@with_appcontext
-@click.argument("user_id", type=int)
-def erase_user_command(user_id: int) -> None:
-    """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
-    their sign-in keys. List positions and replies stay."""
-    with engine.writing(_engine(), unlimited=True) as conn:
-        erased = erasure.erase_user(conn, user_id)
-    if erased is None:
-        click.echo(f"No user has id {user_id}.", err=True)
-        sys.exit(1)
-    click.echo(erased.summary())
-
-
-@click.command("purge-idempotency-keys")
-@with_appcontext
-def purge_idempotency_keys_command() -> None:
-    """Delete idempotency keys older than IDEMPOTENCY_RETENTION_HOURS (in batches, each
-    its own transaction, so API writes never wait long)."""
-    hours = current.service().settings.idempotency_retention_hours
-    deleted = idempotency.purge(_engine(), hours, batch=None)
-    click.echo(f"Purged {deleted} idempotency key{'s' if deleted != 1 else ''} "
-               f"older than {hours:g} h.")
-
-
 COMMANDS = (init_db_command, import_command, export_command, seed_command,
-            create_token_command, revoke_token_command, staff_command, erase_user_command,
-            purge_idempotency_keys_command)
+            *user_commands.COMMANDS)

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from commentsvc.storage.engine import get_engine, read_snapshot
 from commentsvc.web import current
-from commentsvc.web.errors import DATABASE_DOWN
+from commentsvc.web.exceptions import DATABASE_DOWN
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
 log = logging.getLogger("commentsvc")

@@ -31,6 +31,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from commentsvc.storage.engine import get_engine
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
 _EXTENSION = "commentsvc_metrics"
@@ -92,8 +93,6 @@ class PoolCollector:
         gauge = GaugeMetricFamily(self.NAME, self.HELP)
         app = self._app()
         if app is not None:
-            from commentsvc.storage.engine import get_engine
-
             with app.app_context():
                 checkedout = getattr(get_engine().pool, "checkedout", None)
             if checkedout is not None:

@@ -11,8 +11,9 @@ token, so another site cannot sign a visitor in or out.
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, redirect, render_template, request, session, url_for
+from flask import Blueprint, Flask, Response, redirect, render_template, request, session, url_for
 
+from commentsvc.standalone.secret_key import instance_secret
 from commentsvc.storage.engine import get_engine
 from commentsvc.web import auth, browser_session, current
 from commentsvc.web.errors import to_response
@@ -80,3 +81,10 @@ def logout() -> Response:
     browser_session.check_token(request, browser_session.csrf_token(), fields)
     session.clear()
     return redirect(url_for(LIST_ENDPOINT, format="api"), 303)
+
+
+def enable(app: Flask, secret_key: str) -> None:
+    """Browser sign-in for the standalone ``app``: the sign-in page, and the cookie signed
+    with ``secret_key`` (empty: a key generated once, kept in the instance folder)."""
+    browser_session.enable(app, secret_key or instance_secret(app.instance_path))
+    app.register_blueprint(signin_api)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from sqlalchemy.engine import Connection, Engine
 
 from commentsvc.storage.queries import bulk_lock as q
-from commentsvc.web.errors import APIError
+from commentsvc.web.exceptions import APIError
 
 # Key of the PostgreSQL advisory lock held by bulk writers ("bulk").
 BULK_FLAG = 0x62756C6B

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flask import current_app
 from sqlalchemy import event, inspect
@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 from commentsvc.settings import Settings
 from commentsvc.storage import bulk_lock, deadline, outage
+from commentsvc.storage.database_urls import normalise_url
 
 T = TypeVar("T")
 
@@ -275,3 +276,13 @@ def drop_schema(conn: Connection) -> None:
                   "commentsvc_token", "commentsvc_list_count", "commentsvc_comment",
                   "commentsvc_comicpage", "commentsvc_user"):
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def database_config(settings: Settings, default_url: str) -> tuple[str, dict[str, Any]]:
+    """The database URL (DATABASE_URL, else ``default_url``) with its driver named, and
+    the engine options for it."""
+    url = normalise_url(settings.database_url or default_url)
+    return url, engine_options(
+        url, settings.db_connect_timeout, settings.statement_timeout_ms,
+        settings.pool_pre_ping, settings.db_response_timeout,
+        settings.idle_in_transaction_timeout_ms, settings.lock_timeout_ms)

@@ -5,7 +5,7 @@ the URL, the display settings), so a body stored under a tag is the body any lat
 request with that tag would build: no invalidation is needed, a write simply makes new
 tags. Bounded by bytes, least recently used first out; one per worker process.
 
-``PageCache`` is what the views ask of a cache; ``shared_cache.RedisResponseCache`` is the
+``PageCache`` is what the views ask of a cache; ``shared_page_cache.RedisResponseCache`` is the
 other kind, shared by every worker and node (``COMMENTSVC_RESPONSE_CACHE_URL``).
 """
 
@@ -14,6 +14,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from typing import Protocol
+
+import redis
+
+from commentsvc.settings import Settings
+from commentsvc.storage.shared_page_cache import RedisResponseCache, redis_client
+
+# The largest page kept in Redis (a page of 100 comments with their replies is far less).
+MAX_SHARED_BODY = 2**20
 
 
 class PageCache(Protocol):
@@ -62,3 +70,27 @@ class ResponseCache:
     @property
     def size(self) -> int:
         return self._size
+
+
+def shared_redis(settings: Settings) -> redis.Redis | None:
+    """The Redis that nodes share pages and recent writers through: the response cache's,
+    else the rate limit's when that is a Redis server (``redis://``, ``rediss://``,
+    ``redis+unix://``); None keeps both in each process."""
+    if settings.response_cache_url:
+        return redis_client(settings.response_cache_url)
+    storage = settings.rate_limit_storage
+    if storage.startswith(("redis://", "rediss://")):
+        return redis_client(storage)
+    if storage.startswith("redis+unix://"):  # the limits library's name for a socket
+        return redis_client("unix://" + storage[len("redis+unix://"):])
+    return None
+
+
+def page_cache(settings: Settings, shared: redis.Redis | None) -> PageCache | None:
+    """Rendered pages in Redis (RESPONSE_CACHE_URL), else in this worker; None when
+    RESPONSE_CACHE_MB is 0."""
+    if not settings.response_cache_mb:
+        return None
+    if settings.response_cache_url and shared is not None:
+        return RedisResponseCache(shared, max_body_bytes=MAX_SHARED_BODY)
+    return ResponseCache(settings.response_cache_mb * 2**20)

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from commentsvc.rules.schemas import INT64_MAX
 from commentsvc.storage import store
-from commentsvc.web.errors import ValidationFailed
+from commentsvc.web.exceptions import ValidationFailed
 
 
 def _missing(value: int) -> str:

@@ -19,7 +19,7 @@ from flask import Request
 from sqlalchemy.engine import Connection, Engine
 
 from commentsvc.storage.queries import auth as sql
-from commentsvc.web.errors import APIError, PermissionDenied
+from commentsvc.web.exceptions import APIError, PermissionDenied
 
 CHALLENGE = 'Token realm="api"'
 

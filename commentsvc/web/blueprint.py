@@ -9,12 +9,12 @@ error under its /api/ prefix is answered as JSON.
 
 from __future__ import annotations
 
-from flask import Blueprint
+from flask import Blueprint, Flask
 
-from commentsvc.operations import cli, startup
+from commentsvc.operations import cli, request_log, startup
 from commentsvc.rules.schemas import INT64_MAX
 from commentsvc.web import openapi
-from commentsvc.web.errors import to_response
+from commentsvc.web.errors import install_error_handler, to_response
 from commentsvc.web.responses import NOSNIFF
 from commentsvc.web.views import CommentDetailView, CommentListView
 
@@ -51,3 +51,14 @@ comments_api.register_error_handler(Exception, to_response)
 for command in cli.COMMANDS:
     # A database that cannot be reached is one line naming the fix (commentsvc.operations.startup).
     comments_api.cli.add_command(startup.report_problems(command))
+
+
+def scope_to_prefix(app: Flask, url_prefix: str | None) -> None:
+    """JSON errors, request logs and metrics for everything under this mount's /api/."""
+    scope_to_path(app, (url_prefix or "").rstrip("/") + "/api/")
+
+
+def scope_to_path(app: Flask, prefix: str) -> None:
+    """JSON errors, request logs and metrics for every path under ``prefix``."""
+    install_error_handler(app, prefix)
+    request_log.observe(app, prefix)  # one log line and metrics per request

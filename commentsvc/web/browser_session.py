@@ -19,7 +19,8 @@ from flask import Flask, Request, session
 from flask.sessions import SecureCookieSessionInterface
 
 from commentsvc.web.auth import Viewer
-from commentsvc.web.errors import PermissionDenied
+from commentsvc.web.exceptions import PermissionDenied
+from commentsvc.web.request_body import read_fields
 
 COOKIE_NAME = "commentsvc_session"  # apart from another app's "session" on the same host
 DIGEST = "commentsvc_key_digest"
@@ -96,6 +97,12 @@ def check_token(req: Request, expected: str | None, fields: dict[str, Any]) -> N
             and hmac.compare_digest(sent.encode("utf-8", "surrogatepass"),
                                     expected.encode("utf-8"))):
         raise CSRFFailed("CSRF token incorrect.")
+
+
+def checked_body(req: Request, viewer: Viewer, max_bytes: int) -> dict[str, Any]:
+    """The write's fields (JSON or form, at most ``max_bytes``), its CSRF token checked
+    when the browser's cookie signed it in."""
+    return checked_fields(req, viewer, read_fields(req, max_bytes))
 
 
 def checked_fields(req: Request, viewer: Viewer, fields: dict[str, Any]) -> dict[str, Any]:

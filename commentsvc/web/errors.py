@@ -1,4 +1,5 @@
-"""One error type for the API and one handler that turns anything raised into JSON.
+"""The one handler that turns anything raised under the API's prefix into JSON (the error
+types are in web.exceptions).
 
 Every error under the API's URL prefix is ``{"detail": ...}`` (validation errors: field
 -> list of messages), never an HTML page or a traceback. Outside that prefix a host
@@ -11,95 +12,37 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, current_app, request
-from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
 from commentsvc.operations import request_log
 from commentsvc.storage import outage
 from commentsvc.web import current, request_target
+from commentsvc.web.exceptions import (
+    DATABASE_DOWN,
+    APIError,
+    DatabaseUnavailable,
+    LengthRequired,
+    NotAcceptable,
+    NotAuthenticated,
+    NotFound,
+    PermissionDenied,
+    Throttled,
+    TooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from commentsvc.web.responses import allow_for, api_response
 
 log = logging.getLogger("commentsvc")
 
-# Raised by the driver or the pool when the database cannot be reached or went away.
-DATABASE_DOWN = (
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    sa_exc.DisconnectionError,
-    sa_exc.TimeoutError,
-)
-
-
-class APIError(Exception):
-    """An answer other than success: a status, a detail and optional headers."""
-
-    status = 400
-    default_detail: Any = "Bad request."
-
-    def __init__(self, detail: Any = None, status: int | None = None,
-                 headers: dict[str, str] | None = None):
-        super().__init__(detail)
-        self.detail = self.default_detail if detail is None else detail
-        self.status = status or self.status
-        self.headers = headers or {}
-
-
-class ValidationFailed(APIError):
-    """Bad request parameters or fields: ``detail`` maps each field to its messages."""
-
-
-class NotFound(APIError):
-    status = 404
-    default_detail = "Not found."
-
-
-class NotAuthenticated(APIError):
-    status = 401
-    default_detail = "Authentication credentials were not provided."
-
-
-class PermissionDenied(APIError):
-    status = 403
-    default_detail = "You do not have permission to perform this action."
-
-
-class NotAcceptable(APIError):
-    status = 406
-    default_detail = "Could not satisfy the request Accept header."
-
-
-class TooLarge(APIError):
-    status = 413
-    default_detail = "The request body is too large."
-
-
-class LengthRequired(APIError):
-    """A body sent without a length that the WSGI server does not end for the app."""
-
-    status = 411
-    default_detail = "A request body needs a Content-Length header here."
-
-
-class UnsupportedMediaType(APIError):
-    status = 415
-
-
-class Throttled(APIError):
-    """Too many posts: 429 with the seconds to wait, in the body and in Retry-After."""
-
-    status = 429
-
-    def __init__(self, wait_seconds: int):
-        super().__init__(f"Request was throttled. Expected available in {wait_seconds} "
-                         f"second{'s' if wait_seconds != 1 else ''}.",
-                         headers={"Retry-After": str(wait_seconds)})
-
-
-class DatabaseUnavailable(APIError):
-    status = 503
-    default_detail = "The database is unavailable. Try again shortly."
-
+# The error types, for code that imports them from here.
+__all__ = [
+    "APIError", "DATABASE_DOWN", "DatabaseUnavailable", "LengthRequired", "NotAcceptable",
+    "NotAuthenticated", "NotFound", "PermissionDenied", "Throttled", "TooLarge",
+    "UnsupportedMediaType", "ValidationFailed", "error_body", "install_error_handler",
+    "to_response",
+]
 
 def error_body(detail: Any) -> dict[str, Any]:
     """The JSON body of an error: a field map as it is, anything else under "detail"."""

@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 
 from commentsvc.storage import engine as db
 from commentsvc.storage.queries import idempotency as sql
-from commentsvc.web.errors import APIError
+from commentsvc.web.exceptions import APIError
 from commentsvc.web.request_body import FORM_TYPES
 
 log = logging.getLogger("commentsvc")

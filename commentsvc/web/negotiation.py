@@ -13,7 +13,7 @@ from __future__ import annotations
 from flask import Request
 from werkzeug.datastructures import MIMEAccept
 
-from commentsvc.web.errors import NotAcceptable, NotFound
+from commentsvc.web.exceptions import NotAcceptable, NotFound
 from commentsvc.web.request_args import last
 
 JSON = "json"

@@ -14,7 +14,7 @@ from commentsvc.rules.comment_lists import CommentList
 from commentsvc.rules.schemas import ListQuerySchema
 from commentsvc.storage.store import ListState
 from commentsvc.web import request_args
-from commentsvc.web.errors import NotFound
+from commentsvc.web.exceptions import NotFound
 
 
 @dataclass(frozen=True, slots=True)

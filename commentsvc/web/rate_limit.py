@@ -28,7 +28,7 @@ from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from commentsvc.storage.shared_page_cache import Backoff
-from commentsvc.web.errors import Throttled
+from commentsvc.web.exceptions import Throttled
 
 # How long a Redis storage may take before the post is counted in memory instead.
 REDIS_TIMEOUT_SECONDS = 0.25

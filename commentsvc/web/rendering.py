@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Request, Response
+from flask import Request, Response, url_for
+from marshmallow import Schema
 
 from commentsvc.rules.schemas import Display, dump_comments
 from commentsvc.settings import Settings
 from commentsvc.storage.store import Comment
-from commentsvc.web import browsable
+from commentsvc.web import browsable, options_description
 from commentsvc.web.auth import Viewer
 from commentsvc.web.negotiation import HTML, JSON
-from commentsvc.web.responses import ALLOW, api_response, encoded_response, html_response
+from commentsvc.web.responses import (
+    ALLOW,
+    DETAIL_ENDPOINT,
+    api_response,
+    encoded_response,
+    html_response,
+)
 
 DETAIL_DESCRIPTION = (
     "One comment: GET shows it as lists do; PATCH {\"is_read\": true|false} marks it read "
@@ -29,6 +36,17 @@ DESCRIPTION = (
 def display_of(settings: Settings, viewer: Viewer | None = None) -> Display:
     """How comments are shown to this request (time zone, default avatar, viewer)."""
     return Display(tz=settings.tzinfo, default_avatar=settings.default_avatar, viewer=viewer)
+
+
+def results(comments: list[Comment], settings: Settings,
+            viewer: Viewer | None) -> list[dict[str, Any]]:
+    """A page's ``results``: each comment as the schema dumps it for ``viewer``."""
+    return dump_comments(comments, display_of(settings, viewer))
+
+
+def location_of(comment_id: int) -> str:
+    """The comment's own URL, for the Location of the post that made it."""
+    return url_for(DETAIL_ENDPOINT, comment_id=comment_id, _external=True)
 
 
 def shown(comment: Comment, settings: Settings, viewer: Viewer | None) -> dict[str, Any]:
@@ -66,9 +84,11 @@ def comment_response(req: Request, payload: dict[str, Any], representation: str,
     return api_response(payload, status, headers, allow=allow)
 
 
-def described_response(req: Request, described: dict[str, Any], representation: str,
-                       viewer: Viewer | None, allow: str) -> Response:
-    """An OPTIONS answer: the description as JSON, or as the browsable page."""
+def described_response(req: Request, name: str, summary: str, post_schema: Schema | None,
+                       representation: str, viewer: Viewer | None, allow: str) -> Response:
+    """An OPTIONS answer: the endpoint's description (with the fields POST takes, given
+    their schema) as JSON, or as the browsable page."""
+    described = options_description.describe(name, summary, post_schema)
     if representation == HTML:
         return html_response(browsable.options_page(
             req, described, json_headers=json_headers(allow=allow), viewer=viewer),

@@ -15,7 +15,7 @@ from marshmallow import ValidationError
 
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.rules.schemas import ListQuerySchema
-from commentsvc.web.errors import ValidationFailed
+from commentsvc.web.exceptions import ValidationFailed
 
 # Bytes a page URL may repeat as sent; anything else (spaces, quotes, non-ASCII) is encoded.
 _URL_SAFE = "!#$%&'()*+,/:;=?@[]~"

@@ -22,7 +22,7 @@ import orjson
 from flask import Request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from commentsvc.web.errors import (
+from commentsvc.web.exceptions import (
     APIError,
     LengthRequired,
     TooLarge,

@@ -7,7 +7,7 @@ from flask import Request, current_app
 from commentsvc.settings import Settings
 from commentsvc.storage.engine import get_engine
 from commentsvc.web import auth, browser_session
-from commentsvc.web.errors import NotAuthenticated
+from commentsvc.web.exceptions import NotAuthenticated
 
 
 def viewer_of(req: Request, settings: Settings, browser_sign_in: bool) -> auth.Viewer | None:

@@ -1,18 +1,15 @@
 """The HTTP resources /api/comments/ and /api/comments/<id>/: each method reads like the
-sentence that describes it; the page logic is in web.list_page, the writes in web.writes,
-the rendering in web.rendering."""
+sentence that describes it; the reads are in web.reads, the writes in web.writes, the
+rendering in web.rendering."""
 
 from __future__ import annotations
 
 from flask import Response, request
 from flask.views import MethodView
 
-from commentsvc.storage import store
-from commentsvc.storage.engine import read_snapshot
-from commentsvc.web import current, negotiation, options_description, writes
-from commentsvc.web.errors import NotFound
-from commentsvc.web.list_page import ListPage
+from commentsvc.web import current, negotiation, writes
 from commentsvc.web.negotiation import HTML
+from commentsvc.web.reads import ListPage, one_comment
 from commentsvc.web.rendering import (
     DESCRIPTION,
     DETAIL_DESCRIPTION,
@@ -64,10 +61,9 @@ class CommentListView(MethodView):
         service = current.service()
         representation = negotiation.choose(request)
         viewer = viewer_of(request, service.settings, service.browser_sign_in)
-        described = options_description.describe(
-            "Comment List", DESCRIPTION,
-            service.new_comment_schema if viewer is not None else None)
-        return described_response(request, described, representation, viewer, ALLOW)
+        post_schema = service.new_comment_schema if viewer is not None else None
+        return described_response(request, "Comment List", DESCRIPTION, post_schema,
+                                  representation, viewer, ALLOW)
 
 
 class CommentDetailView(MethodView):
@@ -78,12 +74,7 @@ class CommentDetailView(MethodView):
         service = current.service()
         representation = negotiation.choose(request)
         viewer = viewer_of(request, service.settings, service.browser_sign_in)
-        cap = service.settings.max_embedded_replies
-        comment = service.reads.reading(
-            viewer.id if viewer else None,
-            lambda engine: read_snapshot(engine, lambda conn: store.one(conn, comment_id, cap)))
-        if comment is None:
-            raise NotFound()
+        comment = one_comment(service, viewer, comment_id)
         return comment_response(request, shown(comment, service.settings, viewer),
                                 representation, method="GET", status=200, viewer=viewer,
                                 name=f"Comment {comment.id}", allow=DETAIL_ALLOW)
@@ -114,5 +105,5 @@ class CommentDetailView(MethodView):
         service = current.service()
         representation = negotiation.choose(request)
         viewer = viewer_of(request, service.settings, service.browser_sign_in)
-        described = options_description.describe("Comment", DETAIL_DESCRIPTION)
-        return described_response(request, described, representation, viewer, DETAIL_ALLOW)
+        return described_response(request, "Comment", DETAIL_DESCRIPTION, None,
+                                  representation, viewer, DETAIL_ALLOW)

@@ -10,17 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flask import Request, Response, url_for
+from flask import Request, Response
 from marshmallow import Schema, ValidationError
 from sqlalchemy.engine import Connection
 
 from commentsvc.rules import permissions
 from commentsvc.storage import posting, store
 from commentsvc.storage.engine import get_engine, writing
-from commentsvc.web import auth, browser_session, idempotency, request_body
-from commentsvc.web.errors import NotFound, PermissionDenied, ValidationFailed
-from commentsvc.web.rendering import shown
-from commentsvc.web.responses import DETAIL_ENDPOINT
+from commentsvc.web import auth, browser_session, idempotency
+from commentsvc.web.exceptions import NotFound, PermissionDenied, ValidationFailed
+from commentsvc.web.rendering import location_of, shown
 
 if TYPE_CHECKING:
     from commentsvc.service import CommentService
@@ -55,8 +54,7 @@ def loaded(schema: Schema, fields: dict[str, Any]) -> dict[str, Any]:
 
 def fields_of(req: Request, viewer: auth.Viewer, service: CommentService) -> dict[str, Any]:
     """The write's fields within the size limit, its CSRF token checked for the cookie."""
-    return browser_session.checked_fields(
-        req, viewer, request_body.read_fields(req, service.settings.max_request_bytes))
+    return browser_session.checked_body(req, viewer, service.settings.max_request_bytes)
 
 
 def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
@@ -74,7 +72,7 @@ def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
             posting.check(conn, fields, settings.target_exists)
             service.post_limiter.take(viewer.id)
             comment = one(conn, posting.write(conn, viewer.id, fields), service)
-            location = url_for(DETAIL_ENDPOINT, comment_id=comment.id, _external=True)
+            location = location_of(comment.id)
             payload = shown(comment, settings, viewer)
             idempotency.remember(conn, write, 201, payload, location, comment.id)
     service.reads.wrote(viewer.id)

@@ -1,4 +1,6 @@
-"""GET on a list: the list's counter row read once, then one decision (304, a cached
+"""The two reads: one comment, and a list's page.
+
+GET on a list reads the list's counter row once, then makes one decision (304, a cached
 body, or a page built and cached) in web.conditional.
 
 A 304 or a cached page needs that one read only, made without a transaction
@@ -16,18 +18,30 @@ import orjson
 from flask import Request, Response
 from sqlalchemy.engine import Connection, Engine
 
-from commentsvc.rules.comment_lists import CommentList
-from commentsvc.rules.schemas import dump_comments
 from commentsvc.storage import store
 from commentsvc.storage.engine import read_snapshot
 from commentsvc.web import browsable, conditional
-from commentsvc.web.auth import Viewer
+from commentsvc.web.exceptions import NotFound
 from commentsvc.web.negotiation import JSON
 from commentsvc.web.paginator import Page, PageNumberPagination
-from commentsvc.web.rendering import DESCRIPTION, display_of, json_headers, list_responder
+from commentsvc.web.rendering import DESCRIPTION, json_headers, list_responder, results
 
 if TYPE_CHECKING:
+    from commentsvc.rules.comment_lists import CommentList
     from commentsvc.service import CommentService
+    from commentsvc.web.auth import Viewer
+
+
+def one_comment(service: CommentService, viewer: Viewer | None, comment_id: int) -> store.Comment:
+    """The comment as a list shows it (a root with its replies), read from a replica when
+    there are any; 404 if there is none."""
+    cap = service.settings.max_embedded_replies
+    comment = service.reads.reading(
+        viewer.id if viewer else None,
+        lambda engine: read_snapshot(engine, lambda conn: store.one(conn, comment_id, cap)))
+    if comment is None:
+        raise NotFound()
+    return comment
 
 
 class ListPage:
@@ -87,7 +101,7 @@ class ListPage:
         entries = store.page(conn, self.comments, *page.positions,
                              reply_cap=settings.max_embedded_replies, version=version)
         data = self.paginator.get_paginated_response(
-            self.req, page, store_dump(entries, self.service, self.viewer))
+            self.req, page, results(entries, settings, self.viewer))
         body = orjson.dumps(data) if self.representation == JSON else self._page_html(
             conn, page, data, entries, tagged)
         if self.service.page_cache is not None:
@@ -107,9 +121,3 @@ class ListPage:
                                        "Cache-Control": tagged.headers["Cache-Control"]}),
             name="Comment List", summary=DESCRIPTION,
             targets=store.targets(conn, shown_ids) if self.viewer is not None else None)
-
-
-def store_dump(entries: list[store.Comment], service: CommentService,
-               viewer: Viewer | None) -> list[dict[str, object]]:
-    """The page's ``results``: each comment as the schema dumps it for ``viewer``."""
-    return dump_comments(entries, display_of(service.settings, viewer))

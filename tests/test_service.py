@@ -1,0 +1,123 @@
+"""The CommentService extension, its typed settings, and the one conditional step of a
+list request (the list's counter read once; a write in between answered as it is)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+
+from commentsvc import CommentService, settings
+from commentsvc.storage import counters, engine, store
+from commentsvc.web import current
+from conftest import Community
+
+
+def bare_host(database_url: str) -> Flask:
+    host = Flask("host_with_service")
+    host.config.update(SQLALCHEMY_DATABASE_URI=database_url, COMMENTSVC_PAGE_SIZE=3)
+    SQLAlchemy().init_app(host)
+    return host
+
+
+def test_the_extension_mounts_the_api_under_its_prefix(database_url):
+    host = bare_host(database_url)
+    service = CommentService()
+    service.init_app(host, url_prefix="/talk")
+    with host.app_context():
+        assert current.service() is service is CommentService.current()
+        with engine.get_engine().begin() as conn:
+            engine.drop_schema(conn)
+            engine.create_schema(conn)
+        engine.get_engine().dispose()
+    answer = host.test_client().get("/talk/api/comments/")
+    assert answer.status_code == 200
+    assert answer.get_json()["results"] == []
+    assert service.settings.page_size == 3
+    assert host.test_client().get("/api/comments/").status_code == 404
+
+
+def test_the_extension_bound_at_construction_serves_one_app(database_url):
+    host = bare_host(database_url)
+    service = CommentService(host)
+    assert host.extensions["commentsvc"] is service
+    with pytest.raises(RuntimeError, match="one app"):
+        service.init_app(bare_host(database_url))
+
+
+def test_settings_are_frozen_and_typed_from_the_one_table():
+    values = settings.Settings.from_config({"COMMENTSVC_PAGE_SIZE": "7",
+                                            "COMMENTSVC_TIME_ZONE": "Europe/Paris"})
+    assert (values.page_size, values.time_zone, str(values.tzinfo)) == (
+        7, "Europe/Paris", "Europe/Paris")
+    assert values.cache_control == "max-age=0, must-revalidate"
+    fields = {f.name for f in dataclasses.fields(values) if f.init}
+    assert fields == {s.name.lower() for s in settings.SETTINGS}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        values.page_size = 8  # type: ignore[misc]
+    with pytest.raises(settings.SettingsError, match="COMMENTSVC_PAGE_SIZE"):
+        settings.Settings.from_config({"COMMENTSVC_PAGE_SIZE": "0"})
+
+
+def counting(monkeypatch) -> list[str]:
+    """Every read of a list's counter row, by the reader or in a snapshot."""
+    reads: list[str] = []
+    original_read, original_state = counters.ListStateReader.read, store.state
+
+    def read(self, list_key):
+        reads.append(list_key)
+        return original_read(self, list_key)
+
+    def state(conn, comments):
+        reads.append(comments.key)
+        return original_state(conn, comments)
+
+    monkeypatch.setattr(counters.ListStateReader, "read", read)
+    monkeypatch.setattr(store, "state", state)
+    return reads
+
+
+@pytest.mark.parametrize("cache_mb", [0, 64])
+@pytest.mark.parametrize("revalidate", [False, True])
+def test_a_list_request_reads_the_counter_once(app_factory, monkeypatch, cache_mb, revalidate):
+    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=cache_mb)
+    Community(app)
+    client = app.test_client()
+    tag = client.get("/api/comments/").headers["ETag"]
+    reads = counting(monkeypatch)
+    headers = {"If-None-Match": tag} if revalidate else {}
+    for url in ("/api/comments/", "/api/comments/?page=2&page_size=1",
+                "/api/comments/?content_type=users.user"):
+        client.get(url, headers=headers)
+    assert len(reads) == 3
+
+
+def test_a_write_between_the_counter_and_the_page_is_answered_as_the_page_sees_it(
+        app_factory, monkeypatch):
+    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=64)
+    people = Community(app)
+    client = app.test_client()
+    original_read = counters.ListStateReader.read
+    posted = []
+
+    def read_then_someone_posts(self, list_key):
+        state = original_read(self, list_key)
+        if not posted:
+            posted.append(client.post("/api/comments/", headers=people.auth("ann"), json={
+                "content_type": "users.user", "object_id": 2, "body": "In between"}))
+        return state
+
+    monkeypatch.setattr(counters.ListStateReader, "read", read_then_someone_posts)
+    raced = client.get("/api/comments/")
+    monkeypatch.undo()
+    assert posted[0].status_code == 201
+    assert raced.get_json()["results"][0]["id"] == posted[0].get_json()["id"]
+    cached = client.get("/api/comments/")  # what was cached under that tag is that body
+    assert (cached.headers["ETag"], cached.get_data()) == (raced.headers["ETag"],
+                                                            raced.get_data())
+    app.extensions["commentsvc"].page_cache = None
+    fresh = client.get("/api/comments/")  # built from the database, as it is now
+    assert (fresh.headers["ETag"], fresh.get_data()) == (raced.headers["ETag"],
+                                                          raced.get_data())
