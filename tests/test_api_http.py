@@ -128,7 +128,7 @@ def test_unexpected_error_is_json_500_without_a_traceback(client, monkeypatch):
     def broken(*_args, **_kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(store, "state", broken)
+    monkeypatch.setattr(store, "page", broken)
     response = client.get(URL)
     assert_error(response, 500, "A server error occurred.")
     assert b"secret" not in response.data and b"Traceback" not in response.data
