@@ -15,10 +15,14 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Sequence
+from typing import Any, cast
 
+from psycopg2 import extensions
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.pool import PoolProxiedConnection
 
 from commentsvc.storage import outage
 from commentsvc.storage.deadline import DatabaseNoAnswer
@@ -30,7 +34,7 @@ _PLACEHOLDER = {"pyformat": "%s", "format": "%s", "qmark": "?", "numeric": ":1"}
 
 # Connections inherited across fork() belong to the parent; closing them from a child
 # would end the parent's session, so they are kept here, unused, for the process's life.
-_inherited: list = []
+_inherited: list[PoolProxiedConnection] = []
 
 
 def positional(sql: str, paramstyle: str) -> str:
@@ -63,14 +67,15 @@ class ListStateReader:
         self._sql = positional(LIST_STATE.text, engine.dialect.paramstyle)
         self.uses_prepared = engine.dialect.name == "postgresql"
         self._local = threading.local()
-        self._open: set = set()  # every thread's connection, so dispose can close them all
+        # every thread's connection, so dispose can close them all
+        self._open: set[tuple[int, PoolProxiedConnection]] = set()
         self._lock = threading.Lock()
         event.listen(engine, "engine_disposed", lambda _engine: self.close_all())
 
     def read(self, list_key: str) -> ListState:
         """The size and version of the list ``list_key`` (an empty list: 0, 0)."""
         if self._engine.dialect.name != "postgresql":
-            row = self._read_through_engine(list_key)
+            row: Sequence[Any] | None = self._read_through_engine(list_key)
         else:
             try:
                 row = self._fetch(list_key)
@@ -83,12 +88,12 @@ class ListStateReader:
                 row = read_snapshot(self._engine, lambda conn: self._read_on(conn, list_key))
         return ListState(row[0], row[1]) if row else ListState(0, 0)
 
-    def _read_through_engine(self, list_key: str):
+    def _read_through_engine(self, list_key: str) -> Row[Any] | None:
         with self._engine.connect() as conn:
             return self._read_on(conn, list_key)
 
     @staticmethod
-    def _read_on(conn: Connection, list_key: str):
+    def _read_on(conn: Connection, list_key: str) -> Row[Any] | None:
         """The row read through SQLAlchemy, which on a lost connection also marks the
         pool's older connections stale, so the next ones this reader takes are new."""
         return conn.execute(LIST_STATE, {"list_key": list_key}).first()
@@ -109,7 +114,7 @@ class ListStateReader:
             if pid == os.getpid():
                 _close_quietly(fairy)
 
-    def _close(self, held: tuple) -> None:
+    def _close(self, held: tuple[int, PoolProxiedConnection]) -> None:
         with self._lock:
             self._open.discard(held)
         pid, fairy = held
@@ -118,7 +123,7 @@ class ListStateReader:
         else:
             _inherited.append(fairy)
 
-    def _fetch(self, list_key: str):
+    def _fetch(self, list_key: str) -> tuple[Any, ...] | None:
         cursor = self._connection().cursor()
         try:
             cursor.execute(EXECUTE if self.uses_prepared else self._sql, (list_key,))
@@ -126,31 +131,33 @@ class ListStateReader:
         finally:
             cursor.close()
 
-    def _connection(self):
+    def _connection(self) -> extensions.connection:
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == os.getpid():
-            return held[1].dbapi_connection
+            return cast(extensions.connection, held[1].dbapi_connection)
         if held is not None:
             self.discard()
         try:
             fairy = self._engine.raw_connection()
         except sa_exc.DBAPIError as exc:
-            raise exc.orig from exc  # read() retries, then reports it as SQLAlchemy's
+            # read() retries, then reports it as SQLAlchemy's
+            raise exc.orig from exc  # type: ignore[misc]  # a DBAPIError's orig is never None
         fairy.detach()  # ours now: closing it closes it, the pool's count is untouched
-        fairy.dbapi_connection.autocommit = True
+        dbapi_connection = cast(extensions.connection, fairy.dbapi_connection)  # PostgreSQL only
+        dbapi_connection.autocommit = True
         if self.uses_prepared:
             try:
-                with fairy.dbapi_connection.cursor() as cursor:
+                with dbapi_connection.cursor() as cursor:
                     cursor.execute(PREPARE)
             except self._engine.dialect.loaded_dbapi.Error:
                 self.uses_prepared = False  # a server or pooler that will not prepare
         self._local.held = (os.getpid(), fairy)
         with self._lock:
             self._open.add(self._local.held)
-        return fairy.dbapi_connection
+        return dbapi_connection
 
 
-def _close_quietly(fairy) -> None:
+def _close_quietly(fairy: PoolProxiedConnection) -> None:
     try:
         fairy.close()
     except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone

@@ -31,14 +31,17 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from time import monotonic
+from typing import cast
 
 import psycopg2
 from psycopg2 import extensions
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import ConnectionPoolEntry
 
 # Per DBAPI connection: (the seconds it may wait for one answer or None, its engine's group).
-_limits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_limits: weakref.WeakKeyDictionary[extensions.connection, tuple[float | None, _Group]] = (
+    weakref.WeakKeyDictionary())
 _engines: weakref.WeakKeyDictionary[Engine, _Group] = weakref.WeakKeyDictionary()
 # How often a long wait looks whether another request found the database hung meanwhile.
 _GLANCE_SECONDS = 0.25
@@ -90,11 +93,13 @@ def _listen(engine: Engine, group: _Group) -> None:
     """Give ``group``'s limit to every connection of ``engine``."""
 
     @event.listens_for(engine, "connect")
-    def _limit_new(dbapi_connection, _record) -> None:
+    def _limit_new(dbapi_connection: extensions.connection,
+                   _record: ConnectionPoolEntry) -> None:
         _limits[dbapi_connection] = (group.seconds, group)
 
     @event.listens_for(engine, "checkin")
-    def _restore(dbapi_connection, _record) -> None:
+    def _restore(dbapi_connection: extensions.connection | None,
+                 _record: ConnectionPoolEntry) -> None:
         # A command lifted the limit, or a writer's lock wait stretched it: back to normal.
         if dbapi_connection is not None and dbapi_connection in _limits:
             _limits[dbapi_connection] = (group.seconds, group)
@@ -110,7 +115,7 @@ def install() -> None:
 def lift(conn: Connection) -> None:
     """No deadline for this connection until it goes back to the pool (a command's index
     build or export may take minutes)."""
-    dbapi_connection = conn.connection.dbapi_connection
+    dbapi_connection = cast(extensions.connection, conn.connection.dbapi_connection)
     found = _limits.get(dbapi_connection)
     if found is not None:
         _limits[dbapi_connection] = (None, found[1])
@@ -121,12 +126,12 @@ def waiting_for_lock(conn: Connection) -> Iterator[None]:
     """Let the statement inside wait the engine's lock allowance on top of its limit: a
     writer queues for the writers' lock up to the statement timeout, which the server
     enforces while it runs; the deadline only has to catch a server that does not run."""
-    dbapi_connection = conn.connection.dbapi_connection
+    dbapi_connection = cast(extensions.connection, conn.connection.dbapi_connection)
     found = _limits.get(dbapi_connection)
     if found is None or found[0] is None:
         yield
         return
-    limit, group = found
+    limit, group = found[0], found[1]  # by index: typed float, as checked above
     _limits[dbapi_connection] = (limit + group.lock_wait_seconds, group)
     try:
         yield

@@ -7,6 +7,7 @@ Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension s
 from __future__ import annotations
 
 import math
+import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from flask import current_app
 from sqlalchemy import event, inspect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from commentsvc.settings import Settings
 from commentsvc.storage import bulk_lock, deadline, outage
@@ -39,7 +41,7 @@ def get_engine() -> Engine:
     """The engine of the current app's Flask-SQLAlchemy extension (a host's engine is set
     up on its first use, once, whichever threads ask at the same time)."""
     ext = current_app.extensions["sqlalchemy"]
-    engine = ext.engines[current_app.config.get("COMMENTSVC_BIND_KEY")]
+    engine: Engine = ext.engines[current_app.config.get("COMMENTSVC_BIND_KEY")]
     if engine not in _served:
         with _setting_up:
             if engine not in _served:
@@ -127,7 +129,8 @@ def prepare_engine(engine: Engine) -> None:
 
 def _add_sqlite_hooks(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _sqlite_connect(dbapi_connection, _record):
+    def _sqlite_connect(dbapi_connection: sqlite3.Connection,
+                        _record: ConnectionPoolEntry) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys = ON")
@@ -137,7 +140,7 @@ def _add_sqlite_hooks(engine: Engine) -> None:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _sqlite_begin(conn):
+    def _sqlite_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(WRITER_OPTION)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
@@ -197,7 +200,7 @@ def _locked_writer(engine: Engine, unlimited: bool = False,
 
 def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0,
                    pre_ping: bool = False, response_timeout: float = 0,
-                   idle_in_transaction_ms: int = 0, lock_timeout_ms: int = 0) -> dict:
+                   idle_in_transaction_ms: int = 0, lock_timeout_ms: int = 0) -> dict[str, Any]:
     """Pool settings that let the service notice a lost database and recover by itself.
 
     No pre-ping by default: readers and writers replace a dead connection themselves (see
@@ -212,7 +215,7 @@ def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0
     """
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": connect_timeout}, "hide_parameters": True}
-    connect_args: dict = {"connect_timeout": connect_timeout}
+    connect_args: dict[str, Any] = {"connect_timeout": connect_timeout}
     server_options = []
     if statement_timeout_ms:
         server_options.append(f"-c statement_timeout={int(statement_timeout_ms)}")

@@ -125,7 +125,7 @@ def _listen(engine: Engine, outage: Outage) -> None:
             deadline.give_up_waits(engine)
 
     @event.listens_for(engine, "after_cursor_execute")
-    def _answered(*_args) -> None:
+    def _answered(*_args: object) -> None:
         if outage.down_since is not None:
             outage.answered()
 

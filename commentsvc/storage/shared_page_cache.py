@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import cast
 
 import redis
 
@@ -74,7 +75,8 @@ class RedisResponseCache:
         if self._backoff.resting:
             return None
         try:
-            return self.client.get(KEY_PREFIX + tag)
+            # redis-py types every reply Awaitable | Any (its sync and async clients share them)
+            return cast("bytes | None", self.client.get(KEY_PREFIX + tag))
         except redis.RedisError as exc:
             self._backoff.failed(exc)
             return None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
+from sqlalchemy import TextClause, TextualSelect
 from sqlalchemy.engine import Connection
 
 from commentsvc.rules.comment_lists import CommentList, lists_of
@@ -62,7 +64,7 @@ def page(conn: Connection, comments: CommentList, lo: int, hi: int,
     """
     if hi < lo:
         return []
-    params: dict = {"lo": lo, "hi": hi, "list_key": comments.key}
+    params: dict[str, Any] = {"lo": lo, "hi": hi, "list_key": comments.key}
     if comments.content_type is None:
         statement = listing.SITE_PAGE
     elif comments.object_id is None:
@@ -97,16 +99,17 @@ def targets(conn: Connection, ids: list[int]) -> dict[int, tuple[str, int]]:
 def _with_replies(conn: Connection, entries: list[Comment], reply_cap: int) -> list[Comment]:
     """``entries`` with each root's replies embedded, newest first."""
     roots = {entry.id: entry for entry in entries if entry.parent_id is None}
+    threads: dict[int, list[Comment]] = {}
     for root in roots.values():
-        root.replies = []
+        root.replies = threads[root.id] = []
     if roots:
         params = {"root_ids": list(roots), "cap": reply_cap}
         for row in conn.execute(_replies_statement(conn, reply_cap), params):
-            roots[row.parent_id].replies.append(Comment(*row))
+            threads[row.parent_id].append(Comment(*row))
     return entries
 
 
-def _replies_statement(conn: Connection, reply_cap: int):
+def _replies_statement(conn: Connection, reply_cap: int) -> TextualSelect:
     if not reply_cap:
         return listing.REPLIES
     if conn.dialect.name == "postgresql":
@@ -155,7 +158,7 @@ def add_comment(conn: Connection, new: NewComment) -> int:
     A comment newer than each list's newest (the usual case) goes on top without touching
     other rows; a back-dated one shifts the later positions of that list by one.
     """
-    comment_id = conn.execute(positions.NEXT_ID).scalar_one()
+    comment_id: int = conn.execute(positions.NEXT_ID).scalar_one()
     date_added = new.date_added or datetime.now(UTC).replace(tzinfo=None)
     parent_id = new.parent_id
     if parent_id is not None:  # nesting is one level: a reply to a reply joins the root
@@ -177,14 +180,14 @@ def add_comment(conn: Connection, new: NewComment) -> int:
     return comment_id
 
 
-def _place(conn: Connection, column: str, size: int, scope: dict,
+def _place(conn: Connection, column: str, size: int, scope: dict[str, Any],
            key: tuple[datetime, int]) -> int:
     """The position a comment with sort ``key`` takes in a list of ``size``, making room."""
     at, before, shift = _POSITION_SQL[column]
     newest = conn.execute(at, {**scope, "pos": size}).first() if size else None
     if newest is None or key > (newest.date_added, newest.id):
         return size + 1
-    position = conn.execute(before, {**scope, "date_added": key[0], "id": key[1]}).scalar_one()
+    position: int = conn.execute(before, {**scope, "date_added": key[0], "id": key[1]}).scalar_one()
     conn.execute(shift, {**scope, "pos": position + 1})
     return position + 1
 
@@ -235,7 +238,8 @@ def set_read(conn: Connection, comment_id: int, is_read: bool = True) -> bool:
     return _change(conn, comment_id, writes.SET_READ, {"id": comment_id, "is_read": is_read})
 
 
-def _change(conn: Connection, comment_id: int, statement, params: dict) -> bool:
+def _change(conn: Connection, comment_id: int, statement: TextClause,
+            params: dict[str, Any]) -> bool:
     """Run an in-place change of one comment and bump the versions of its three lists."""
     target = conn.execute(writes.COMMENT_TARGET, {"id": comment_id}).first()
     if target is None or conn.execute(statement, params).rowcount == 0:

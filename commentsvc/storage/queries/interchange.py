@@ -9,7 +9,10 @@ Nullable columns are compared as ``(a IS NULL) <> (b IS NULL) OR a <> b`` becaus
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, DateTime, text
+from typing import Any
+
+from sqlalchemy import Boolean, DateTime, TextClause, text
+from sqlalchemy.types import TypeEngine
 
 # Staging tables and the columns bulk.insert_rows fills (code constants, never input).
 USER_STAGE = "commentsvc_import_user"
@@ -31,7 +34,7 @@ COMMENT_COLUMNS = ("id", "content_type", "object_id", "parent_id", "author_id", 
                    "date_added", "is_deleted", "is_anonymous", "is_read",
                    "site_pos", "kind_pos", "target_pos")
 
-_COMMENT_TYPES = {
+_COMMENT_TYPES: dict[str, TypeEngine[Any]] = {
     "date_added": DateTime(),
     "is_deleted": Boolean(),
     "is_anonymous": Boolean(),
@@ -90,7 +93,7 @@ CREATE_STAGING = (
 # Indexes built once the staging tables are full (cheaper than during the load). The id
 # indexes are first tried as unique ones: when that works the file repeats no id and the
 # duplicate checks are skipped; otherwise they are built plain and the checks run.
-def _staging_id_indexes(kind: str) -> tuple:
+def _staging_id_indexes(kind: str) -> tuple[TextClause, ...]:
     return tuple(text(f"CREATE {kind} commentsvc_import_{table}_id "
                       f"ON commentsvc_import_{table} (id)")
                  for table in ("user", "comicpage", "comment"))

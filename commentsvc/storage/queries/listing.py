@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Boolean, DateTime, bindparam, text
+from sqlalchemy.types import TypeEngine
 
 # The columns every comment row carries to the schemas, in one place.
-_ROW_TYPES = {
+_ROW_TYPES: dict[str, TypeEngine[Any]] = {
     "date_added": DateTime(),
     "is_deleted": Boolean(),
     "is_anonymous": Boolean(),
