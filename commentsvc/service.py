@@ -118,10 +118,12 @@ def of(app: Flask) -> CommentService:
 def _on_first_registration(state: BlueprintSetupState) -> None:
     """The blueprint registered in an app: its service (made now unless ``init_app``
     made it) is set up."""
-    service = state.app.extensions.get(EXTENSION)
+    app = state.app
+    assert isinstance(app, Flask)  # flask's Blueprint is registered in a Flask app
+    service = app.extensions.get(EXTENSION)
     if not isinstance(service, CommentService):
         service = CommentService()
-    service.set_up(state.app, state.url_prefix)
+    service.set_up(app, state.url_prefix)
 
 
 def default_avatar_config(app: Flask, url_prefix: str | None) -> dict[str, Any]:

@@ -79,8 +79,8 @@ def _time_zone(raw: Any) -> str:
 
 
 def _label_list(raw: Any) -> tuple[str, ...]:
-    labels = raw.split(",") if isinstance(raw, str) else list(raw)
-    labels = tuple(label.strip() for label in labels if label.strip())
+    parts: list[str] = raw.split(",") if isinstance(raw, str) else list(raw)
+    labels = tuple(label.strip() for label in parts if label.strip())
     for label in labels:
         app_label, dot, model = label.partition(".")
         if not (app_label and dot and model) or "." in model:
@@ -161,7 +161,7 @@ def _callable(raw: Any) -> Callable[[], Any] | None:
     if raw is None or raw == "":
         return None
     try:
-        value = import_string(raw) if isinstance(raw, str) else raw
+        value: object = import_string(raw) if isinstance(raw, str) else raw
     except ImportError as exc:  # werkzeug's message runs to a dozen lines: keep its cause
         cause = getattr(exc, "exception", exc)
         raise ValueError(f"cannot import it ({type(cause).__name__}: {cause})") from exc

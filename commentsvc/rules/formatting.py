@@ -87,7 +87,9 @@ def render_body(text: str) -> str:
         if is_www and not (rest < length and text[rest].isalnum()):
             pos = rest
             continue
-        run_end = _LINK_REST.match(text, rest).end()
+        rest_match = _LINK_REST.match(text, rest)
+        assert rest_match is not None  # the pattern also matches an empty run
+        run_end = rest_match.end()
         tail = text[rest:run_end].rstrip(_TRAILING)
         if not tail:
             pos = run_end  # the run held only trailing punctuation, where no link can start

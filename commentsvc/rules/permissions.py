@@ -7,22 +7,32 @@ them can never disagree.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 PROFILE_TYPE = "users.user"
 
 
-def can_reply(viewer: Any, is_deleted: bool) -> bool:
+class User(Protocol):
+    """What the rules read of a signed-in user (``auth.Viewer`` has it)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def is_staff(self) -> bool: ...
+
+
+def can_reply(viewer: User | None, is_deleted: bool) -> bool:
     """Any signed-in user may answer a comment that is not deleted."""
     return viewer is not None and not is_deleted
 
 
-def can_delete(viewer: Any, author_id: int) -> bool:
+def can_delete(viewer: User | None, author_id: int) -> bool:
     """The author may delete their own comment; staff may delete any."""
     return viewer is not None and (viewer.is_staff or viewer.id == author_id)
 
 
-def can_mark_read(viewer: Any, content_type: str, object_id: int) -> bool:
+def can_mark_read(viewer: User | None, content_type: str, object_id: int) -> bool:
     """The owner of the commented object: the profile's own user, staff for anything else
     (comic pages belong to the site)."""
     if viewer is None:

@@ -8,9 +8,10 @@ from ``formatting``. Per-request display options travel in a marshmallow Context
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import tzinfo
-from typing import Any
+from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from marshmallow import (
     EXCLUDE,
@@ -26,6 +27,9 @@ from marshmallow.experimental.context import Context
 from commentsvc.rules import formatting, permissions
 from commentsvc.storage.store import Comment
 
+if TYPE_CHECKING:
+    from marshmallow.types import ErrorMessages
+
 ANONYMOUS_AUTHOR = "Anonymous"
 INT64_MAX = 2**63 - 1
 
@@ -37,6 +41,21 @@ class Display:
     tz: tzinfo
     default_avatar: str
     viewer: Any = None  # the signed-in user; None for a request without one
+
+
+class Shown(TypedDict):
+    """A comment as ``ReplySchema.hide`` hands it to the fields: what may be shown."""
+
+    id: int
+    author_id: int
+    username: str | None
+    avatar: str | None
+    body: str
+    date_added: datetime
+    is_deleted: bool
+    is_anonymous: bool
+    is_read: bool
+    replies: list[Comment] | None
 
 
 def _display() -> Display:
@@ -67,7 +86,7 @@ class ReplySchema(Schema):
     can_reply = fields.Method("get_can_reply", metadata={"type": "boolean"})
 
     @pre_dump
-    def hide(self, comment: Comment, **_kwargs) -> dict[str, Any]:
+    def hide(self, comment: Comment, **_kwargs: Any) -> Shown:
         """Anonymous comments never send their author; deleted ones never their text."""
         return {
             "id": comment.id,
@@ -82,28 +101,28 @@ class ReplySchema(Schema):
             "replies": comment.replies,
         }
 
-    def get_author(self, shown: dict) -> str:
+    def get_author(self, shown: Shown) -> str:
         return ANONYMOUS_AUTHOR if shown["username"] is None else shown["username"]
 
-    def get_body(self, shown: dict) -> str:
+    def get_body(self, shown: Shown) -> str:
         return formatting.render_body(shown["body"])
 
-    def get_date_added(self, shown: dict) -> str:
+    def get_date_added(self, shown: Shown) -> str:
         return formatting.format_date(shown["date_added"], _display().tz)
 
-    def get_author_url(self, shown: dict) -> str:
+    def get_author_url(self, shown: Shown) -> str:
         return "" if shown["username"] is None else formatting.author_url(shown["username"])
 
-    def get_author_avatar(self, shown: dict) -> str:
+    def get_author_avatar(self, shown: Shown) -> str:
         default = _display().default_avatar
         if shown["username"] is None:
             return default
         return formatting.avatar_url(shown["username"], shown["avatar"], default)
 
-    def get_can_delete(self, shown: dict) -> bool:
+    def get_can_delete(self, shown: Shown) -> bool:
         return permissions.can_delete(_display().viewer, shown["author_id"])
 
-    def get_can_reply(self, shown: dict) -> bool:
+    def get_can_reply(self, shown: Shown) -> bool:
         return permissions.can_reply(_display().viewer, shown["is_deleted"])
 
 
@@ -114,20 +133,20 @@ class CommentSchema(ReplySchema):
         "type": ["array", "null"], "items": {"$ref": "#/components/schemas/Reply"},
         "description": "A root's replies ([] for none); null for a reply listed alone."})
 
-    def get_replies(self, shown: dict) -> list[dict] | None:
+    def get_replies(self, shown: Shown) -> list[dict[str, Any]] | None:
         if shown["replies"] is None:
             return None
-        return REPLY_SCHEMA.dump(shown["replies"], many=True)
+        return cast(list[dict[str, Any]], REPLY_SCHEMA.dump(shown["replies"], many=True))
 
 
 REPLY_SCHEMA = ReplySchema()
 COMMENT_SCHEMA = CommentSchema()
 
 
-def dump_comments(comments: list[Comment], display: Display) -> list[dict]:
+def dump_comments(comments: list[Comment], display: Display) -> list[dict[str, Any]]:
     """The ``results`` of a list response."""
     with Context(display):
-        return COMMENT_SCHEMA.dump(comments, many=True)
+        return cast(list[dict[str, Any]], COMMENT_SCHEMA.dump(comments, many=True))
 
 
 def check_content_type(value: str, content_types: tuple[str, ...]) -> None:
@@ -166,7 +185,8 @@ class QueryInteger(fields.Integer):
 
     default_error_messages = {"invalid": "Not a valid integer.", "blank": BLANK}
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None,
+                     **kwargs: Any) -> int:
         if value == "":
             raise self.make_error("blank")
         if not isinstance(value, str) or not _QUERY_INTEGER.fullmatch(value):
@@ -177,7 +197,8 @@ class QueryInteger(fields.Integer):
 class ObjectId(QueryInteger):
     """A target's id: an integer outside 1..2**63-1 names no target (``NO_TARGET``)."""
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None,
+                     **kwargs: Any) -> int:
         number = super()._deserialize(value, attr, data, **kwargs)
         return number if 1 <= number <= INT64_MAX else NO_TARGET
 
@@ -201,30 +222,31 @@ class ListQuerySchema(Schema):
     object_id = ObjectId(load_default=None)
     page_size = QueryInteger(load_default=None)
 
-    def __init__(self, *, content_types: tuple[str, ...] = (), **kwargs):
+    def __init__(self, *, content_types: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.content_types = content_types
 
     @validates("content_type")
-    def known_content_type(self, value: str | None, **_kwargs) -> None:
+    def known_content_type(self, value: str | None, **_kwargs: Any) -> None:
         if value == "":
             raise ValidationError(BLANK)
         if value is not None:
             check_content_type(value, self.content_types)
 
     @validates_schema
-    def object_needs_type(self, data: dict, **_kwargs) -> None:
+    def object_needs_type(self, data: dict[str, Any], **_kwargs: Any) -> None:
         if data.get("object_id") is not None and data.get("content_type") is None:
             raise ValidationError("object_id needs content_type.", "object_id")
 
     @validates("page_size")
-    def positive(self, value: int | None, **_kwargs) -> None:
+    def positive(self, value: int | None, **_kwargs: Any) -> None:
         if value is not None and value < 1:
             raise ValidationError("Ensure this value is greater than or equal to 1.")
 
 
 # Field messages of the writes, in the wording the API uses for every field error.
-_REQUIRED = {"required": "This field is required.", "null": "This field may not be null."}
+_REQUIRED: ErrorMessages = {"required": "This field is required.",
+                            "null": "This field may not be null."}
 
 
 class WholeNumber(fields.Integer):
@@ -232,7 +254,8 @@ class WholeNumber(fields.Integer):
 
     default_error_messages = {"invalid": "A valid integer is required."}
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None,
+                     **kwargs: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int | str) or (
                 isinstance(value, str) and not _INTEGER.fullmatch(value)):
             raise self.make_error("invalid")
@@ -242,7 +265,8 @@ class WholeNumber(fields.Integer):
 class Text(fields.String):
     """A string that can be stored anywhere: no NUL characters."""
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None,
+                     **kwargs: Any) -> str:
         text = super()._deserialize(value, attr, data, **kwargs)
         if "\x00" in text:
             raise ValidationError("Null characters are not allowed.")
@@ -264,17 +288,17 @@ class NewCommentSchema(Schema):
                                   error_messages={"invalid": "Must be a valid boolean."})
 
     def __init__(self, *, content_types: tuple[str, ...] = (), max_body_length: int = 5000,
-                 **kwargs):
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.content_types = content_types
         self.max_body_length = max_body_length
 
     @validates("content_type")
-    def known_content_type(self, value: str, **_kwargs) -> None:
+    def known_content_type(self, value: str, **_kwargs: Any) -> None:
         check_content_type(value, self.content_types)
 
     @validates("body")
-    def sized(self, value: str, **_kwargs) -> None:
+    def sized(self, value: str, **_kwargs: Any) -> None:
         if not value.strip():
             raise ValidationError("This field may not be blank.")
         if len(value) > self.max_body_length:
@@ -292,7 +316,7 @@ class ReadFlagSchema(Schema):
                              error_messages={**_REQUIRED, "invalid": "Must be a valid boolean."})
 
     @validates_schema(pass_original=True)
-    def nothing_else(self, _data: dict, original: dict, **_kwargs) -> None:
+    def nothing_else(self, _data: dict[str, Any], original: dict[str, Any], **_kwargs: Any) -> None:
         others = sorted(set(original) - {"is_read"})
         if others:
             raise ValidationError({name: ["This field cannot be changed."] for name in others})

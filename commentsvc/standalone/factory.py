@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from flask import Flask
+from flask import Flask, Response
 from flask_sqlalchemy import SQLAlchemy
 
 from commentsvc import settings
@@ -31,7 +31,7 @@ class _App(Flask):
     """The standalone app: its /static files (the default avatar, the stylesheet) carry
     nosniff, as every other answer of the service does."""
 
-    def send_static_file(self, filename: str):
+    def send_static_file(self, filename: str) -> Response:
         response = super().send_static_file(filename)
         response.headers.update(NOSNIFF)
         return response
@@ -71,6 +71,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(ops_api)
     service.scope_to(app, "/")
     # X-Forwarded-* count only from trusted proxies, whatever the WSGI server believes.
-    app.wsgi_app = forwarding.trusting(app.wsgi_app,  # type: ignore[method-assign]
+    # (Flask's middleware idiom; mypy checks it against the method, self included.)
+    app.wsgi_app = forwarding.trusting(app.wsgi_app,  # type: ignore[method-assign,assignment]
                                        service.settings.trusted_proxies)
     return app

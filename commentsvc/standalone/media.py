@@ -10,6 +10,7 @@ blueprint is registered by the standalone app only.
 from __future__ import annotations
 
 from flask import Blueprint, Response, request
+from werkzeug.wrappers import Response as BaseResponse
 
 from commentsvc.standalone import avatars
 from commentsvc.web.responses import NOSNIFF
@@ -21,7 +22,7 @@ CACHE_CONTROL = "public, max-age=86400"
 
 
 @media_api.get("/media/users/<path:name>/thumb/<file>")
-def user_thumbnail(name: str, file: str) -> Response:
+def user_thumbnail(name: str, file: str) -> BaseResponse:
     """The 64x64 PNG of the user ``name`` (percent-decoded, slashes and all)."""
     tag = f"{avatars.VERSION}-{avatars.name_digest(name).hex()[:32]}"
     response = Response(avatars.identicon(name), mimetype="image/png",

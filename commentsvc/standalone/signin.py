@@ -12,6 +12,7 @@ token, so another site cannot sign a visitor in or out.
 from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, redirect, render_template, request, session, url_for
+from werkzeug.wrappers import Response as BaseResponse
 
 from commentsvc.standalone.secret_key import instance_secret
 from commentsvc.storage.engine import get_engine
@@ -56,7 +57,7 @@ def page(next_url: str | None, error: str | None = None, status: int = 200) -> R
 
 
 @signin_api.route("/api/auth/login/", methods=["GET", "POST"])
-def login() -> Response:
+def login() -> BaseResponse:
     """GET shows the form; POST checks the CSRF token, then the key: a kept key starts a
     new session (303 to ``next``), another is the form again with "Invalid token." (400)."""
     if request.method == "GET":
@@ -75,7 +76,7 @@ def login() -> Response:
 
 
 @signin_api.post("/api/auth/logout/")
-def logout() -> Response:
+def logout() -> BaseResponse:
     """End the session (its CSRF token checked); 303 to the browsable list."""
     fields = read_fields(request, current.service().settings.max_request_bytes)
     browser_session.check_token(request, browser_session.csrf_token(), fields)

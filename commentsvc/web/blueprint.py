@@ -9,7 +9,7 @@ error under its /api/ prefix is answered as JSON.
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask
+from flask import Blueprint, Flask, Response
 
 from commentsvc.operations import cli, request_log, startup
 from commentsvc.rules.schemas import INT64_MAX
@@ -22,7 +22,7 @@ from commentsvc.web.views import CommentDetailView, CommentListView
 class _Blueprint(Blueprint):
     """A blueprint whose static files carry nosniff, as every other answer of the API does."""
 
-    def send_static_file(self, filename: str):
+    def send_static_file(self, filename: str) -> Response:
         response = super().send_static_file(filename)
         response.headers.update(NOSNIFF)
         return response

@@ -210,7 +210,7 @@ def kind_links(req: Request, content_types: tuple[str, ...]) -> list[dict[str, s
     """A link to each kind's whole list (the filter form names one target only, since an
     empty object_id is refused), keeping the page size asked for."""
     page_size = last(req, "page_size")
-    extra = {} if page_size is None else {"page_size": page_size}
+    extra: dict[str, Any] = {} if page_size is None else {"page_size": page_size}
     return [{"content_type": kind,
              "url": url_for(LIST_ENDPOINT, format="api", content_type=kind, **extra)}
             for kind in content_types]

@@ -9,9 +9,10 @@ site's own error pages are left alone.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from flask import Flask, Response, current_app, request
+from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
@@ -90,10 +91,12 @@ def _resource_endpoint() -> str | None:
         return request.endpoint
     for method in ("GET", "POST"):  # POST: a resource without GET (sign-out)
         try:
-            endpoint, _ = current_app.create_url_adapter(request).match(method=method)
+            adapter = current_app.create_url_adapter(request)
+            assert adapter is not None  # Flask makes one for every request
+            endpoint, _ = adapter.match(method=method)
         except HTTPException:
             continue
-        return endpoint
+        return cast(str, endpoint)  # werkzeug types a rule's endpoint Any; Flask's are str
     return None
 
 
@@ -107,11 +110,12 @@ def install_error_handler(app: Flask, api_prefix: str) -> None:
     request_target.refuse_unanswerable(app, api_prefix)
     previous = app.error_handler_spec[None][None].get(HTTPException)
 
-    def handle_http_error(exc: HTTPException):
+    def handle_http_error(exc: HTTPException) -> ResponseReturnValue:
         if isinstance(exc, RequestRedirect) or (exc.code or 500) < 400:
             return exc
         if request.path.startswith(api_prefix):
             return to_response(exc)
-        return previous(exc) if previous else exc
+        # Called as Flask calls a handler: ensure_sync returns a plain function as it is.
+        return cast(ResponseReturnValue, app.ensure_sync(previous)(exc)) if previous else exc
 
     app.register_error_handler(HTTPException, handle_http_error)

@@ -10,12 +10,15 @@ the connection itself: https only when gunicorn's client socket is a TLS socket.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeAlias
 
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+WSGIApp: TypeAlias = "WSGIApplication"
 
 
 class SchemeFromSocket:
@@ -25,7 +28,8 @@ class SchemeFromSocket:
     def __init__(self, app: WSGIApp):
         self.app = app
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]):
+    def __call__(self, environ: WSGIEnvironment,
+                 start_response: StartResponse) -> Iterable[bytes]:
         sock = environ.get("gunicorn.socket")
         if sock is not None:
             environ["wsgi.url_scheme"] = "https" if isinstance(sock, ssl.SSLSocket) else "http"

@@ -205,7 +205,7 @@ def _list_ok() -> dict[str, Any]:
 def _operations(settings: Settings, browser_sign_in: bool,
                 plugin: MarshmallowPlugin) -> dict[str, dict[str, Any]]:
     """Every operation, by endpoint name and method."""
-    signed_in = [{SECURITY_SCHEME: []}]
+    signed_in: list[dict[str, list[str]]] = [{SECURITY_SCHEME: []}]
     if browser_sign_in:
         signed_in.append({COOKIE_SCHEME: []})
     optional_sign_in = [{}, *signed_in]
@@ -220,7 +220,7 @@ def _operations(settings: Settings, browser_sign_in: bool,
                "403": _error("Not permitted for this user."),
                "413": _error("The request body is too large."),
                "415": _error("Another media type than JSON or form data.")}
-    list_get = {
+    list_get: dict[str, Any] = {
         "tags": ["comments"], "operationId": "listComments",
         "summary": "List comments newest first, one page with its navigation.",
         "security": optional_sign_in,
@@ -360,8 +360,9 @@ def _ops_operations() -> dict[str, dict[str, Any]]:
     }
     operations = {}
     for endpoint, (name, summary, responses) in answers.items():
-        get = {"tags": ["operations"], "operationId": f"get{name.title()}",
-               "summary": summary, "responses": {**responses, "500": _ref("ServerError")}}
+        get: dict[str, Any] = {
+            "tags": ["operations"], "operationId": f"get{name.title()}",
+            "summary": summary, "responses": {**responses, "500": _ref("ServerError")}}
         head = {**get, "operationId": f"get{name.title()}Head",
                 "summary": "The GET's status and headers, without a body.",
                 "responses": {code: {k: v for k, v in answer.items() if k != "content"}
@@ -370,11 +371,11 @@ def _ops_operations() -> dict[str, dict[str, Any]]:
     return operations
 
 
-def _describe(operation_id: str, parameters: list | None = None,
+def _describe(operation_id: str, parameters: list[dict[str, Any] | str] | None = None,
               not_found: dict[str, Any] | None = None) -> dict[str, Any]:
     """An OPTIONS operation; a token is checked (401, or 503 without the database) and a
     detail path whose id is out of range names no resource (404)."""
-    described = {
+    described: dict[str, Any] = {
         "tags": ["comments"], "operationId": operation_id,
         "summary": "Describe the resource: name, purpose, what it renders and parses.",
         "responses": {"200": {"description": "The description.",
@@ -473,7 +474,8 @@ def schema_view() -> Response:
     server = request.script_root or "/"
     body = documents.get(server)
     if body is None:
-        document = build_document(current_app._get_current_object())
+        # Flask types the proxy as the app; the app itself is what the document is built for.
+        document = build_document(current_app._get_current_object())  # type: ignore[attr-defined]
         body = documents[server] = orjson.dumps({**document, "servers": [{"url": server}]})
     return Response(body, mimetype="application/json",
                     headers={"Allow": SCHEMA_ALLOW, "Vary": "Accept", **NOSNIFF})

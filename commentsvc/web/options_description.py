@@ -41,16 +41,16 @@ def field_descriptions(schema: Schema) -> dict[str, dict[str, Any]]:
     for name, field in schema.fields.items():
         info: dict[str, Any] = {"type": _type_of(field), "required": field.required,
                                 "read_only": False, "label": name.replace("_", " ").capitalize()}
-        if name == "content_type" and getattr(schema, "content_types", None):
+        if name == "content_type" and (content_types := getattr(schema, "content_types", None)):
             info["choices"] = [{"value": value, "display_name": value}
-                               for value in schema.content_types]
-        if isinstance(field, Text) and getattr(schema, "max_body_length", None):
-            info["max_length"] = schema.max_body_length
+                               for value in content_types]
+        if isinstance(field, Text) and (max_length := getattr(schema, "max_body_length", None)):
+            info["max_length"] = max_length
         described[name] = info
     return described
 
 
-def _type_of(field: fields.Field) -> str:
+def _type_of(field: fields.Field[Any]) -> str:
     for kind, name in _TYPES:
         if isinstance(field, kind):
             return name

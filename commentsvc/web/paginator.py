@@ -6,6 +6,7 @@ links) are pure functions in ``rules.pagination``; this adds the request."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Request
 
@@ -61,7 +62,7 @@ class PageNumberPagination:
 
     @staticmethod
     def get_paginated_response(request: Request, page: Page,
-                               results: list[dict]) -> dict[str, object]:
+                               results: list[dict[str, Any]]) -> dict[str, object]:
         """The list response's body: the page's ``results`` and its ``p8n`` navigation."""
         return {"results": results,
                 "p8n": pagination.build_p8n(request.base_url, page.query, page.number,

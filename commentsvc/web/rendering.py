@@ -3,7 +3,7 @@ browsable page, with the headers the browsable page lists for the JSON answer.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Request, Response, url_for
 from marshmallow import Schema
@@ -21,6 +21,9 @@ from commentsvc.web.responses import (
     encoded_response,
     html_response,
 )
+
+if TYPE_CHECKING:
+    from commentsvc.web.conditional import Respond
 
 DETAIL_DESCRIPTION = (
     "One comment: GET shows it as lists do; PATCH {\"is_read\": true|false} marks it read "
@@ -61,7 +64,7 @@ def page_response(body: bytes, status: int = 200, headers: dict[str, str] | None
     return html_response(browsable.with_form_key(body), status, headers, allow)
 
 
-def list_responder(representation: str) -> Any:
+def list_responder(representation: str) -> Respond:
     """How a list body becomes a response: (body, status, headers) -> Response."""
     return {JSON: encoded_response, HTML: page_response}[representation]
 

@@ -110,7 +110,8 @@ def refuse_unanswerable(app: Flask, prefix: str) -> None:
 
     def check() -> None:
         """Raise what the JSON error handler of the prefix answers: 400 or 404."""
-        req = request._get_current_object()
+        # Flask types the proxy as the Request it stands for; this is the Request itself.
+        req: Request = request._get_current_object()  # type: ignore[attr-defined]
         if not req.path.startswith(extensions[_EXTENSION]):
             return
         problem = host_problem(req)

@@ -62,7 +62,7 @@ class APIResponse(Response):
 
 def allow_for(endpoint: str | None) -> str:
     """The Allow header of the resource an endpoint serves."""
-    return ALLOW_BY_ENDPOINT.get(endpoint, ALLOW)
+    return ALLOW if endpoint is None else ALLOW_BY_ENDPOINT.get(endpoint, ALLOW)
 
 
 def api_response(payload: Any, status: int = 200,
