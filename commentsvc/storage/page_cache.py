@@ -18,7 +18,8 @@ from typing import Protocol
 import redis
 
 from commentsvc.settings import Settings
-from commentsvc.storage.shared_page_cache import RedisResponseCache, redis_client
+from commentsvc.storage.redis_link import redis_client
+from commentsvc.storage.shared_page_cache import RedisResponseCache
 
 # The largest page kept in Redis (a page of 100 comments with their replies is far less).
 MAX_SHARED_BODY = 2**20

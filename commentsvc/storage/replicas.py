@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine
 from commentsvc.settings import Settings
 from commentsvc.storage import deadline
 from commentsvc.storage.engine import engine_options, get_engine, mark_replica, prepare_engine
-from commentsvc.storage.shared_page_cache import Backoff
+from commentsvc.storage.redis_link import Backoff
 
 log = logging.getLogger("commentsvc")
 T = TypeVar("T")

@@ -27,11 +27,8 @@ from limits.errors import StorageError
 from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-from commentsvc.storage.shared_page_cache import Backoff
+from commentsvc.storage.redis_link import TIMEOUT_SECONDS, Backoff
 from commentsvc.web.exceptions import Throttled
-
-# How long a Redis storage may take before the post is counted in memory instead.
-REDIS_TIMEOUT_SECONDS = 0.25
 
 
 class PostRateLimit:
@@ -39,8 +36,10 @@ class PostRateLimit:
 
     def __init__(self, rate: str, storage_uri: str):
         self._items = parse_many(rate) if rate else []
-        options = ({"socket_timeout": REDIS_TIMEOUT_SECONDS,
-                    "socket_connect_timeout": REDIS_TIMEOUT_SECONDS}
+        # A Redis storage that takes longer than any other use of Redis here: the post
+        # is counted in memory instead.
+        options = ({"socket_timeout": TIMEOUT_SECONDS,
+                    "socket_connect_timeout": TIMEOUT_SECONDS}
                    if storage_uri.startswith(("redis://", "rediss://", "redis+unix://"))
                    else {})
         self._limiter = MovingWindowRateLimiter(
