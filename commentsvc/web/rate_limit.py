@@ -36,8 +36,8 @@ class PostRateLimit:
 
     def __init__(self, rate: str, storage_uri: str):
         self._items = parse_many(rate) if rate else []
-        # A Redis storage that takes longer than any other use of Redis here: the post
-        # is counted in memory instead.
+        # A Redis storage that does not answer within the timeout every use of Redis
+        # here has: the post is counted in memory instead.
         options = ({"socket_timeout": TIMEOUT_SECONDS,
                     "socket_connect_timeout": TIMEOUT_SECONDS}
                    if storage_uri.startswith(("redis://", "rediss://", "redis+unix://"))
