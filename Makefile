@@ -10,11 +10,12 @@ DEMO_TARGETS ?= 40
 
 .PHONY: install run serve test lint bench bench-full soak clean-demo
 
-$(BIN)/.installed: requirements.txt pyproject.toml
+# The runtime pins (requirements.txt) and what tests, lint, type checks and coverage add.
+$(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
-	$(BIN)/pip install --quiet --no-deps --editable .   # the package itself, and the commentsvc command
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps --editable .   # the package itself, and the commentsvc command
 	touch $@
 
 install: $(BIN)/.installed
