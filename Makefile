@@ -37,8 +37,10 @@ serve: install
 test: install
 	$(BIN)/python -m pytest
 
+# ruff on everything, mypy strict on the package ([tool.mypy] in pyproject.toml).
 lint: install
-	$(BIN)/ruff check .
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m mypy
 
 # Benchmarks on the local PostgreSQL server (databases commentsvc_bench*): see BENCHMARKS.md.
 bench: install
