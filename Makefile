@@ -1,4 +1,5 @@
-# make run: serve demo data on http://127.0.0.1:8000/  ·  make test: the whole suite
+# make run: serve demo data on http://127.0.0.1:8000/  ·  make test: the whole suite, with
+# coverage  ·  make lint: ruff and mypy
 # make serve: the same behind nginx, as in production (README: Production)
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -34,8 +35,11 @@ serve: install
 	$(BIN)/flask --app app init-db
 	$(BIN)/python -m commentsvc.operations.serving --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
+# The suite under coverage (branches; the pytest process, not the servers it starts), then
+# the report with its total.
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m coverage run -m pytest
+	$(BIN)/python -m coverage report
 
 # ruff on everything, mypy strict on the package ([tool.mypy] in pyproject.toml).
 lint: install
