@@ -1,4 +1,5 @@
-# make run: serve demo data on http://127.0.0.1:8000/  ·  make test: the whole suite
+# make run: serve demo data on http://127.0.0.1:8000/  ·  make test: the whole suite, with
+# coverage  ·  make lint: ruff and mypy
 # make serve: the same behind nginx, as in production (README: Production)
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,11 +11,12 @@ DEMO_TARGETS ?= 40
 
 .PHONY: install run serve test lint bench bench-full soak clean-demo
 
-$(BIN)/.installed: requirements.txt pyproject.toml
+# The runtime pins (requirements.txt) and what tests, lint, type checks and coverage add.
+$(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
-	$(BIN)/pip install --quiet --no-deps --editable .   # the package itself, and the commentsvc command
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps --editable .   # the package itself, and the commentsvc command
 	touch $@
 
 install: $(BIN)/.installed
@@ -33,11 +35,16 @@ serve: install
 	$(BIN)/flask --app app init-db
 	$(BIN)/python -m commentsvc.operations.serving --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
+# The suite under coverage (branches; the pytest process, not the servers it starts), then
+# the report with its total.
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m coverage run -m pytest
+	$(BIN)/python -m coverage report
 
+# ruff on everything, mypy strict on the package ([tool.mypy] in pyproject.toml).
 lint: install
-	$(BIN)/ruff check .
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m mypy
 
 # Benchmarks on the local PostgreSQL server (databases commentsvc_bench*): see BENCHMARKS.md.
 bench: install

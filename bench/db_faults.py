@@ -41,7 +41,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent),
 
 from pg_cluster import PgCluster  # noqa: E402
 
-from bench.load_mix import LIST, Answer, Gunicorn, Load, prepare, request  # noqa: E402
+from harness.mixed_load import Load  # noqa: E402
+from harness.servers import LIST, Answer, Gunicorn, prepare, request  # noqa: E402
 from tcp_proxy import TcpProxy  # noqa: E402
 
 IDLE_IN_TRANSACTION = ("SELECT count(*) FROM pg_stat_activity "

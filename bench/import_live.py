@@ -29,8 +29,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.load_mix import BIN, LIST, ROOT, Gunicorn, prepare, request  # noqa: E402
 from commentsvc.storage.database_urls import normalise_url  # noqa: E402
+from harness.servers import BIN, LIST, ROOT, Gunicorn, prepare, request  # noqa: E402
 
 ADMIN_URL = normalise_url("postgresql://postgres@127.0.0.1:5432/postgres")
 

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from pg_cluster import PgCluster  # noqa: E402
 
-from bench.load_mix import Gunicorn, prepare  # noqa: E402
+from harness.servers import Gunicorn, prepare  # noqa: E402
 from tcp_proxy import TcpProxy  # noqa: E402
 
 LIST = "/api/comments/"

@@ -36,7 +36,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.load_mix import BIN, LIST, ROOT, Gunicorn, free_port, prepare, request  # noqa: E402
+from harness.servers import BIN, LIST, ROOT, Gunicorn, free_port, prepare, request  # noqa: E402
 
 MAX_CONNECTIONS = 200
 MAX_SECONDS = 120

@@ -6,7 +6,7 @@ server (dropped afterwards), seeded through the CLI, under gunicorn (gunicorn.co
 sync workers, no posting limit): K client threads post for ``--duration`` seconds each
 (K = 1, 2, 4, 8; JSON bodies, random targets, one in four a reply), then 8 threads read
 page 1 for as long, in the same run, for the ratio. Every request is a new connection
-(as bench/load_mix.py makes them). Afterwards every 201 is checked stored exactly once.
+(as harness/servers.py makes them). Afterwards every 201 is checked stored exactly once.
 
     .venv/bin/python bench/write_bench.py [--duration 8] [--comments 100000]
 """
@@ -26,8 +26,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.load_mix import LIST, Gunicorn, prepare, request  # noqa: E402
 from commentsvc.storage.database_urls import normalise_url  # noqa: E402
+from harness.servers import LIST, Gunicorn, prepare, request  # noqa: E402
 
 ADMIN_URL = normalise_url("postgresql://postgres@127.0.0.1:5432/postgres")
 RESULTS = Path(__file__).resolve().parent / "results" / "writes.json"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from bench.load_mix import Gunicorn, prepare
 from commentsvc.storage.database_urls import normalise_url
+from harness.servers import Gunicorn, prepare
 from sized_bodies import KINDS, send, sized
 
 LIMIT = 1000

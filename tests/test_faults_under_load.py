@@ -19,7 +19,8 @@ import pytest
 from pg_cluster import PgCluster, skip_reason
 
 from bench import db_faults
-from bench.load_mix import Gunicorn, Load, prepare, verify
+from harness.mixed_load import Load, verify
+from harness.servers import Gunicorn, prepare
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.load_mix import free_port
 from bench.slow_clients import Probe, Serve, Trickle
 from commentsvc.operations import demo, front
 from commentsvc.storage import engine
 from conftest import make_app
+from harness.servers import free_port
 
 MAX_REQUEST_BYTES = 4096
 SLACK_SECONDS = 3  # beyond nginx's client timeout, for a loaded machine

@@ -106,7 +106,7 @@ def test_gunicorn_workers_share_their_figures_in_multiprocess_mode(app, database
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench.load_mix import Gunicorn
+    from harness.servers import Gunicorn
 
     shared = tmp_path / "prometheus"
     shared.mkdir()

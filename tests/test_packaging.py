@@ -9,10 +9,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "commentsvc"
@@ -81,6 +84,30 @@ def test_the_wheel_requires_the_direct_runtime_dependencies(wheel):
     pinned = {line.split("==")[0].lower() for line in runtime.splitlines() if line}
     assert required == pinned
     assert "Requires-Python: >=3.11" in metadata
+
+
+def pins(name: str) -> dict[str, str]:
+    """A requirements file's own pins (not those of the files it includes): name -> version."""
+    lines = (ROOT / name).read_text().splitlines()
+    return {canonicalize_name(line.split("==")[0]): line.split("==")[1]
+            for line in lines if line and not line.startswith(("#", "-"))}
+
+
+def test_requirements_dev_adds_to_the_runtime_pins_and_pins_the_test_extra():
+    """requirements-dev.txt installs requirements.txt and pins, within pyproject.toml's
+    ranges, every package of the test extra; the runtime file pins none of them."""
+    lines = (ROOT / "requirements-dev.txt").read_text().splitlines()
+    assert next(line for line in lines if not line.startswith("#")) == "-r requirements.txt"
+    runtime, dev = pins("requirements.txt"), pins("requirements-dev.txt")
+    assert runtime.keys() & dev.keys() == set()
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    test_extra = [Requirement(spec) for spec in extra["project"]["optional-dependencies"]["test"]]
+    assert {"pytest", "ruff", "mypy", "coverage", "selenium", "hypothesis", "schemathesis"} <= {
+        canonicalize_name(requirement.name) for requirement in test_extra}
+    for requirement in test_extra:
+        name = canonicalize_name(requirement.name)
+        assert name in dev, f"{name} is in the test extra but not pinned in requirements-dev.txt"
+        assert requirement.specifier.contains(dev[name]), (name, dev[name])
 
 
 def test_the_console_script_runs_the_services_commands(installed, tmp_path):

@@ -4,7 +4,7 @@ cut-off or stopped replica is skipped and used again once it is back, and a writ
 replaces the shared cached page.
 
 The primary and the replica are private clusters (pg_cluster.py: initdb, then
-``pg_basebackup -R``) on free loopback ports; each node is a gunicorn (bench/load_mix.py)
+``pg_basebackup -R``) on free loopback ports; each node is a gunicorn (harness/servers.py)
 with DATABASE_URL on the primary and DATABASE_REPLICA_URLS on the replica. Which server
 served a read is seen from outside in two ways: with the replica's replay paused, a
 comment just written is on the primary only; and both servers log every statement with
@@ -36,10 +36,10 @@ import redis
 import sqlalchemy as sa
 from pg_cluster import PgCluster, skip_reason
 
-from bench.load_mix import Gunicorn, prepare, request
 from commentsvc.storage.replicas import measure_lag
 from commentsvc.storage.shared_page_cache import KEY_PREFIX
 from conftest import REDIS_TEST_URL, require_redis
+from harness.servers import Gunicorn, prepare, request
 
 pytestmark = [pytest.mark.replicas,
               pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from test_front import require_nginx
 
-from bench.load_mix import LIST, Gunicorn
 from bench.slow_clients import Serve
 from commentsvc.storage import engine
 from conftest import insert_records, make_app
+from harness.servers import LIST, Gunicorn
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = [sys.executable, "-m", "commentsvc.operations.serving"]

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import pytest
 import sqlalchemy as sa
 
-from bench.load_mix import Gunicorn, prepare
 from commentsvc.storage.database_urls import normalise_url
 from conftest import own_database
+from harness.servers import Gunicorn, prepare
 
 CLIENTS = 16
 BURSTS = 10
