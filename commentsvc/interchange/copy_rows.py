@@ -12,17 +12,20 @@ import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from commentsvc.storage import deadline
 
+if TYPE_CHECKING:
+    from psycopg2 import extensions
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-def insert_rows(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple],
-                batch_size: int = 5000) -> int:
+def insert_rows(conn: Connection, table: str, columns: tuple[str, ...],
+                rows: Iterable[tuple[Any, ...]], batch_size: int = 5000) -> int:
     """Insert every row of ``rows`` (tuples in ``columns`` order); return how many.
 
     Runs in the caller's transaction. ``table`` and ``columns`` must be code constants:
@@ -38,13 +41,13 @@ def insert_rows(conn: Connection, table: str, columns: tuple[str, ...], rows: It
     return _executemany(conn, table, columns, rows, batch_size)
 
 
-def _batches(rows: Iterable[tuple], size: int) -> Iterator[list[tuple]]:
+def _batches(rows: Iterable[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any, ...]]]:
     iterator = iter(rows)
     while batch := list(islice(iterator, size)):
         yield batch
 
 
-def _copy(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple],
+def _copy(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]],
           batch_size: int) -> int:
     """One COPY ... FROM STDIN fed batch by batch from the iterator."""
     from psycopg2 import sql
@@ -52,13 +55,15 @@ def _copy(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
     source = _CopySource(rows, len(columns), batch_size)
-    driver_connection = conn.connection.driver_connection
+    # PostgreSQL only: SQLAlchemy types the driver's connection Any | None.
+    driver_connection = cast("extensions.connection", conn.connection.driver_connection)
     with driver_connection.cursor() as cursor, deadline.suspended():
-        cursor.copy_expert(statement, source)
+        # psycopg2 only calls read(); types-psycopg2 asks for a whole file object.
+        cursor.copy_expert(statement, source)  # type: ignore[arg-type]
     return source.count
 
 
-def copy_text(rows: Iterable[tuple]) -> str:
+def copy_text(rows: Iterable[tuple[Any, ...]]) -> str:
     """Rows in COPY's text format, one per line (each line ends with a newline)."""
     lines = [_copy_row(row) for row in rows]
     lines.append("")
@@ -78,7 +83,8 @@ def copy_from_text(conn: Connection, table: str, columns: tuple[str, ...], text:
             raise ValueError(f"not a plain SQL identifier: {name!r}")
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
-    with conn.connection.driver_connection.cursor() as cursor, deadline.suspended():
+    driver_connection = cast("extensions.connection", conn.connection.driver_connection)
+    with driver_connection.cursor() as cursor, deadline.suspended():
         cursor.copy_expert(statement, io.StringIO(text), size=_COPY_READ_SIZE)
 
 
@@ -92,7 +98,7 @@ class _CopySource:
     strings are encoded in the connection's client encoding by psycopg2 itself.
     """
 
-    def __init__(self, rows: Iterable[tuple], width: int, batch_size: int) -> None:
+    def __init__(self, rows: Iterable[tuple[Any, ...]], width: int, batch_size: int) -> None:
         self._batches = _batches(rows, batch_size)
         self._width = width
         self.count = 0
@@ -101,7 +107,7 @@ class _CopySource:
         batch = next(self._batches, None)
         if batch is None:
             return ""
-        lines = []
+        lines: list[str] = []
         for row in batch:
             if len(row) != self._width:
                 raise ValueError(f"row {self.count + len(lines) + 1} has {len(row)} values, "
@@ -112,7 +118,7 @@ class _CopySource:
         return "\n".join(lines)
 
 
-def _copy_row(row: tuple) -> str:
+def _copy_row(row: tuple[Any, ...]) -> str:
     """One row in COPY's text format; strings and ints (nearly every value) inline."""
     return "\t".join([
         _copy_text(value) if (kind := type(value)) is str
@@ -155,7 +161,7 @@ def _naive(value: datetime) -> datetime:
 
 
 def _executemany(conn: Connection, table: str, columns: tuple[str, ...],
-                 rows: Iterable[tuple], batch_size: int) -> int:
+                 rows: Iterable[tuple[Any, ...]], batch_size: int) -> int:
     """Batched executemany of one INSERT, datetimes stored as SQLAlchemy stores them."""
     statement = sa.table(table, *(sa.column(name) for name in columns)).insert()
     # Written exactly as the typed queries write them (on SQLite a text format), so that
@@ -163,7 +169,7 @@ def _executemany(conn: Connection, table: str, columns: tuple[str, ...],
     to_db = sa.DateTime().bind_processor(conn.dialect) or (lambda value: value)
     count = 0
     for batch in _batches(rows, batch_size):
-        params = []
+        params: list[dict[str, Any]] = []
         for row in batch:
             if len(row) != len(columns):
                 raise ValueError(f"row {count + len(params) + 1} has {len(row)} values, "

@@ -19,8 +19,9 @@ from itertools import chain, islice
 from typing import Any
 
 import orjson
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.expression import Executable
 
 from commentsvc import settings
 from commentsvc.interchange import copy_rows, empty_table, parallel
@@ -125,7 +126,7 @@ def load(conn: Connection, lines: Iterable[bytes | str], *,
     return report
 
 
-def _run_all(conn: Connection, statements: Iterable) -> None:
+def _run_all(conn: Connection, statements: Iterable[Executable]) -> None:
     for statement in statements:
         conn.execute(statement)
 
@@ -148,7 +149,7 @@ def _stage(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser
         _stage_rows(conn, lines, parser, kinds)
 
 
-def _staged(kind: str, row: tuple, kinds: dict[str, int]) -> tuple:
+def _staged(kind: str, row: tuple[Any, ...], kinds: dict[str, int]) -> tuple[Any, ...]:
     """The staging row of a parsed record: a comment also gets its first guess at its
     thread (itself, or its parent) and its kind's number."""
     if kind == "comment":
@@ -159,7 +160,7 @@ def _staged(kind: str, row: tuple, kinds: dict[str, int]) -> tuple:
 def _stage_rows(conn: Connection, lines: Iterable[bytes | str], parser: _RecordParser,
                 kinds: dict[str, int]) -> None:
     """One line after the other, inserted in batches of BATCH_SIZE rows per type."""
-    pending: dict[str, list[tuple]] = {kind: [] for kind in _STAGES}
+    pending: dict[str, list[tuple[Any, ...]]] = {kind: [] for kind in _STAGES}
 
     def flush(kind: str) -> None:
         table, columns = _STAGES[kind]
@@ -216,7 +217,7 @@ def copy_text_of_chunk(rules: tuple[frozenset[str], int], kinds: dict[str, int],
     ``start``; ImportFailed at the first bad line. Runs in worker processes; ``rules`` are
     the parser's (content types, maximum body length)."""
     parser = _RecordParser(*rules)
-    rows: dict[str, list[tuple]] = {kind: [] for kind in _STAGES}
+    rows: dict[str, list[tuple[Any, ...]]] = {kind: [] for kind in _STAGES}
     for number, raw in enumerate(lines, start=start):
         parsed = parser.parse(number, raw)
         if parsed is not None:
@@ -235,7 +236,9 @@ def _index_unique_ids(conn: Connection) -> bool:
     return True
 
 
-def _first_failure(conn: Connection, checks) -> None:
+def _first_failure(conn: Connection,
+                   checks: Iterable[tuple[Executable, dict[str, Any],
+                                          Callable[[Row[Any]], str]]]) -> None:
     """Run (query, params, describe) checks; raise for the earliest offending line."""
     failures = []
     for statement, params, describe in checks:
@@ -458,7 +461,7 @@ class _RecordParser:
             raise _Invalid(f"unknown content_type {value!r} (allowed: {allowed})")
         return value
 
-    def parse(self, number: int, raw: bytes | str) -> tuple[str, tuple] | None:
+    def parse(self, number: int, raw: bytes | str) -> tuple[str, tuple[Any, ...]] | None:
         """The staged row of line ``number``; None for a blank line."""
         if type(raw) is bytes:
             row = self._well_formed_comment(number, raw)
@@ -469,7 +472,7 @@ class _RecordParser:
         except _Invalid as exc:
             raise ImportFailed(number, str(exc)) from None
 
-    def _well_formed_comment(self, number: int, raw: bytes) -> tuple | None:
+    def _well_formed_comment(self, number: int, raw: bytes) -> tuple[Any, ...] | None:
         """The staged row of a comment line that passes every check; None otherwise.
 
         Nearly every line of a big file is such a comment, and this path is three times
@@ -523,7 +526,7 @@ class _RecordParser:
         return (number, comment_id, content_type, object_id, parent_id, author_id, body,
                 when, is_deleted, is_anonymous, is_read)
 
-    def _parse(self, number: int, raw: bytes | str) -> tuple[str, tuple] | None:
+    def _parse(self, number: int, raw: bytes | str) -> tuple[str, tuple[Any, ...]] | None:
         if isinstance(raw, bytes):
             try:
                 text = raw.decode("utf-8")
@@ -564,7 +567,7 @@ class _RecordParser:
         row = (number, *(check(name, record[name]) for name, check in fields))
         return kind, self._comment_body(row) if kind == "comment" else row
 
-    def _comment_body(self, row: tuple) -> tuple:
+    def _comment_body(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
         """The API's body rules: a deleted comment keeps no text (its body is stored as
         ""); any other may not be blank or longer than the configured maximum."""
         body, is_deleted = row[6], row[8]

@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, TypeVar
 
@@ -30,8 +30,8 @@ from commentsvc.operations.parent_death import end_with_parent
 R = TypeVar("R")
 
 
-def ordered_map(function: Callable[..., R], items: Iterable[tuple], *, workers: int,
-                window: int | None = None) -> Iterator[R]:
+def ordered_map(function: Callable[..., R], items: Iterable[tuple[Any, ...]], *, workers: int,
+                window: int | None = None) -> Generator[R, None, None]:
     """``function(*item)`` for each item, in the items' order.
 
     ``workers`` <= 1 runs everything in this process. Otherwise worker processes are

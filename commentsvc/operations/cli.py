@@ -14,6 +14,7 @@ from typing import IO
 
 import click
 from flask.cli import with_appcontext
+from sqlalchemy.engine import Engine
 
 from commentsvc.interchange import ndjson
 from commentsvc.operations import demo, progress, user_commands
@@ -23,7 +24,7 @@ from commentsvc.storage.queries import interchange as q
 from commentsvc.web import current
 
 
-def _engine():
+def _engine() -> Engine:
     return engine.get_engine()
 
 

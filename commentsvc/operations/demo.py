@@ -13,12 +13,12 @@ import random
 import sys
 from bisect import bisect
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from functools import cache
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 from sqlalchemy.engine import Connection
@@ -83,7 +83,7 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     rng.shuffle(chosen)  # popularity follows this order, so mix users and pages
 
     generator = _CommentGenerator(rng, words, chosen, user_ids, max_comment + 1, hot_share)
-    rows: Iterable[tuple] = generator.rows(comments)
+    rows: Iterable[tuple[Any, ...]] = generator.rows(comments)
     if progress is None:
         progress = comments > PROGRESS_THRESHOLD and show_progress.on_terminal()
     with empty_table.deferred_indexes(conn) as first_load:
@@ -117,7 +117,8 @@ def _split_targets(targets: int, content_types: frozenset[str]) -> tuple[int, in
     return users, targets - users
 
 
-def _reporting(rows: Iterable[tuple], update) -> Iterator[tuple]:
+def _reporting(rows: Iterable[tuple[Any, ...]],
+               update: Callable[[int], None]) -> Iterator[tuple[Any, ...]]:
     """The same rows, advancing the progress bar every PROGRESS_STEP of them."""
     done = 0
     for done, row in enumerate(rows, start=1):
@@ -129,7 +130,7 @@ def _reporting(rows: Iterable[tuple], update) -> Iterator[tuple]:
 
 @cache
 def _vocabulary() -> dict[str, Any]:
-    return json.loads(VOCABULARY_FILE.read_text(encoding="utf-8"))
+    return cast("dict[str, Any]", json.loads(VOCABULARY_FILE.read_text(encoding="utf-8")))
 
 
 def _zipf_weights(n: int, exponent: float) -> list[float]:
@@ -152,7 +153,8 @@ def _users(rng: random.Random, words: dict[str, Any], first_id: int, n: int,
 
 
 def _username(rng: random.Random, words: dict[str, Any]) -> str:
-    first, last = rng.choice(words["first_names"]), rng.choice(words["last_names"])
+    first: str = rng.choice(words["first_names"])  # the vocabulary's words are str
+    last: str = rng.choice(words["last_names"])
     r = rng.random()
     if r < 0.30:
         return f"{first} {last}"
@@ -166,7 +168,8 @@ def _username(rng: random.Random, words: dict[str, Any]) -> str:
         return first
     if r < 0.98:
         return f"{first}{last[0]}"
-    return rng.choice(words["odd_usernames"])
+    odd: str = rng.choice(words["odd_usernames"])
+    return odd
 
 
 def _avatar(rng: random.Random, words: dict[str, Any]) -> str | None:
@@ -215,7 +218,7 @@ class _CommentGenerator:
         self.hot_share = hot_share
         self.replies = 0
 
-    def rows(self, n: int) -> Iterator[tuple]:
+    def rows(self, n: int) -> Iterator[tuple[Any, ...]]:
         """(id, content_type, object_id, parent_id, author_id, body, date_added,
         is_deleted, is_anonymous, is_read, site_pos, kind_pos, target_pos) rows."""
         rng, random_ = self.rng, self.rng.random
@@ -296,7 +299,7 @@ def _body(rng: random.Random, words: dict[str, Any]) -> str:
     """A comment as people write them: mostly short, some links, breaks, quotes, markup."""
     r = rng.random()
     if r < 0.12:
-        body = rng.choice(words["short_comments"])
+        body: str = rng.choice(words["short_comments"])
     elif r < 0.42:
         body = _sentence(rng, words, "reactions")
         if rng.random() < 0.4:

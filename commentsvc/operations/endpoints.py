@@ -12,7 +12,7 @@ scrapable and is logged and counted the same way.
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Flask, Response, current_app
 from flask.blueprints import BlueprintSetupState
 
 from commentsvc.operations import health, metrics, request_log
@@ -22,7 +22,7 @@ ops_api = Blueprint("commentsvc_ops", __name__)
 
 def metrics_view() -> Response:
     """The app's metrics in Prometheus' text format."""
-    return metrics.exposition(current_app._get_current_object())
+    return metrics.exposition(current_app._get_current_object())  # type: ignore[attr-defined]
 
 
 # GET and HEAD only (no automatic OPTIONS): what the OpenAPI document and Allow say.
@@ -36,6 +36,8 @@ for _path, _endpoint, _view in (("/healthz", "healthz", health.healthz),
 @ops_api.record
 def _set_up(state: BlueprintSetupState) -> None:
     """Log and count the ops routes under this mount's prefix."""
+    app = state.app
+    assert isinstance(app, Flask)  # flask's Blueprint is registered in a Flask app
     prefix = (state.url_prefix or "").rstrip("/")
     for path in ("/healthz", "/readyz", "/metrics"):
-        request_log.observe(state.app, prefix + path)
+        request_log.observe(app, prefix + path)

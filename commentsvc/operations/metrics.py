@@ -102,7 +102,7 @@ class PoolCollector:
 
 def for_app(app: Flask) -> RequestMetrics:
     """The app's metrics, made on first use."""
-    found = app.extensions.get(_EXTENSION)
+    found: RequestMetrics | None = app.extensions.get(_EXTENSION)
     if found is None:  # made twice at worst, never kept twice
         found = app.extensions.setdefault(_EXTENSION, RequestMetrics(app))
     return found
@@ -132,7 +132,7 @@ def exposition(app: Flask) -> Response:
     registry = for_app(app).registry
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         shared = CollectorRegistry()
-        MultiProcessCollector(shared)
+        MultiProcessCollector(shared)  # type: ignore[no-untyped-call]  # its __init__ has no hints
         shared.register(PoolCollector(app))
         registry = shared
     return Response(_latest(registry), mimetype=None,

@@ -65,8 +65,8 @@ class Stack:
         if gunicorn_config is not None:
             self.gunicorn_command += ["--config", str(gunicorn_config)]
         self.gunicorn_command.append(app)
-        self.gunicorn: subprocess.Popen | None = None
-        self.nginx: subprocess.Popen | None = None
+        self.gunicorn: subprocess.Popen[bytes] | None = None
+        self.nginx: subprocess.Popen[bytes] | None = None
         self.stopping = 0
 
     def start(self) -> None:
@@ -80,10 +80,10 @@ class Stack:
             time.sleep(0.1)
         self.nginx = _child(self.nginx_command, os.environ)
 
-    def children(self) -> list[subprocess.Popen]:
+    def children(self) -> list[subprocess.Popen[bytes]]:
         return [child for child in (self.nginx, self.gunicorn) if child is not None]
 
-    def exited(self) -> subprocess.Popen | None:
+    def exited(self) -> subprocess.Popen[bytes] | None:
         """A child that has ended, if any."""
         return next((child for child in self.children() if child.poll() is not None), None)
 
@@ -125,7 +125,7 @@ class Stack:
             _end_group_of(child)
 
 
-def _end_group_of(child: subprocess.Popen) -> None:
+def _end_group_of(child: subprocess.Popen[bytes]) -> None:
     """Once a child has ended, end what it left of its process group: nginx's workers
     outlive a master killed with SIGKILL and would keep the port."""
     if child.poll() is not None:
@@ -135,12 +135,12 @@ def _end_group_of(child: subprocess.Popen) -> None:
             pass
 
 
-def _signal(child: subprocess.Popen | None, signum: int) -> None:
+def _signal(child: subprocess.Popen[bytes] | None, signum: int) -> None:
     if child is not None and child.poll() is None:
         child.send_signal(signum)
 
 
-def _child(command: list[str], env: dict[str, str] | os._Environ) -> subprocess.Popen:
+def _child(command: list[str], env: dict[str, str] | os._Environ[str]) -> subprocess.Popen[bytes]:
     """A child in a process group of its own (a terminal's Ctrl-C reaches only this
     process, which stops the children in order) that ends when this process ends."""
     parent = os.getpid()
@@ -165,13 +165,14 @@ def serve(stack: Stack) -> int:
     status = 0
     try:
         stack.start()
+        assert stack.nginx is not None and stack.gunicorn is not None  # both started
         click.echo(f"Serving on nginx (pid {stack.nginx.pid}) in front of gunicorn "
                    f"(pid {stack.gunicorn.pid}); runtime files in {stack.runtime_dir}",
                    err=True)
         while not stack.stopping:
             if pending:
-                signum = pending.pop(0)
-                stack.reload() if signum == signal.SIGHUP else stack.stop()
+                received = pending.pop(0)
+                stack.reload() if received == signal.SIGHUP else stack.stop()
             elif (ended := stack.exited()) is not None:
                 name = "nginx" if ended is stack.nginx else "gunicorn"
                 click.echo(f"{name} exited with status {ended.returncode}; stopping the rest",
@@ -212,7 +213,8 @@ def serve_command(host: str, port: int, workers: int, runtime_dir: Path | None,
                             f"(make serve: PORT={port + 1 if port else 8001} make serve)")
     config = Path(GUNICORN_CONFIG)
     owned = runtime_dir is None
-    runtime_dir = Path(tempfile.mkdtemp(prefix="commentsvc-serve-")) if owned else runtime_dir
+    if runtime_dir is None:
+        runtime_dir = Path(tempfile.mkdtemp(prefix="commentsvc-serve-"))
     runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         try:

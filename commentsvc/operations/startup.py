@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import click
 from flask.helpers import get_debug_flag
@@ -36,6 +36,10 @@ class StartupError(click.ClickException):
     exit_code = 2
 
 
+@overload
+def explain(exc: SettingsError) -> str: ...
+@overload
+def explain(exc: BaseException) -> str | None: ...
 def explain(exc: BaseException) -> str | None:
     """One line naming the problem and its fix, or None when ``exc`` is not a start-up
     problem (then it stays an error with its traceback)."""

@@ -10,12 +10,13 @@ import sys
 
 import click
 from flask.cli import with_appcontext
+from sqlalchemy.engine import Engine
 
 from commentsvc.storage import engine, erasure
 from commentsvc.web import auth, current, idempotency
 
 
-def _engine():
+def _engine() -> Engine:
     return engine.get_engine()
 
 
