@@ -8,13 +8,13 @@ lines; a log shipper would have to parse two formats. The access log is left as 
 
 from __future__ import annotations
 
-from gunicorn import glogging  # type: ignore[import-untyped]  # gunicorn ships no stubs
-from gunicorn.config import Config  # type: ignore[import-untyped]  # nor here
+from gunicorn import glogging
+from gunicorn.config import Config
 
 from commentsvc.operations.request_log import JsonFormatter
 
 
-class JsonLogger(glogging.Logger):  # type: ignore[misc]  # untyped base: gunicorn's Logger
+class JsonLogger(glogging.Logger):
     """gunicorn's logger with its error log's handlers formatting JSON lines."""
 
     def setup(self, cfg: Config) -> None:
