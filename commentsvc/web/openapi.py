@@ -20,8 +20,8 @@ from flask import Flask, Response, current_app, request
 from marshmallow import Schema, fields
 
 from commentsvc import settings
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.rules.schemas import (
-    INT64_MAX,
     CommentSchema,
     ListQuerySchema,
     NewCommentSchema,
