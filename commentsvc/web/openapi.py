@@ -30,6 +30,7 @@ from commentsvc.rules.schemas import (
 )
 from commentsvc.version import __version__
 from commentsvc.web import browser_session
+from commentsvc.web.request_body import FORM_TYPES
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
 OPENAPI_VERSION = "3.1.0"
@@ -37,7 +38,6 @@ SCHEMA_ENDPOINT = "commentsvc.openapi_schema"
 SCHEMA_ALLOW = READ_ONLY_ALLOW
 SECURITY_SCHEME = "TokenAuth"
 COOKIE_SCHEME = "SessionCookie"  # the standalone browser sign-in (browser_session)
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 class PageLinkSchema(Schema):
