@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, text
 
 from commentsvc.rules.identifiers import PAGE_TYPE, USER_TYPE
+from commentsvc.storage.queries.auth import USER_EXISTS
 
 # The lists a comment belongs to: its target (primary key).
 COMMENT_TARGET = text("""
@@ -20,7 +21,7 @@ COMMENT_FACTS = text("""
 
 # Whether the object a comment is posted to exists, by content type (primary keys).
 TARGET_EXISTS = {
-    USER_TYPE: text("SELECT 1 FROM commentsvc_user WHERE id = :id"),
+    USER_TYPE: USER_EXISTS,
     PAGE_TYPE: text("SELECT 1 FROM commentsvc_comicpage WHERE id = :id"),
 }
 
