@@ -20,7 +20,8 @@ from limits import parse_many
 from limits.storage import storage_from_string
 from werkzeug.utils import import_string
 
-from commentsvc.storage.database_urls import is_postgres, normalise_url
+from commentsvc.rules.identifiers import BUILT_IN_CONTENT_TYPES
+from commentsvc.storage.database_urls import POSTGRES_SPELLINGS, is_postgres, normalise_url
 
 PREFIX = "COMMENTSVC_"
 
@@ -131,8 +132,8 @@ def _replica_urls(raw: Any) -> tuple[str, ...]:
     named = tuple(normalise_url(str(url)) for url in urls)
     for url in named:
         if not is_postgres(url):
-            raise ValueError("a replica must be a PostgreSQL URL: postgresql://..., "
-                             "postgres://... or postgresql+psycopg2://...")
+            *others, last = (f"{scheme}://..." for scheme in POSTGRES_SPELLINGS)
+            raise ValueError(f"a replica must be a PostgreSQL URL: {', '.join(others)} or {last}")
     return named
 
 
@@ -217,7 +218,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TIME_ZONE", "UTC", _time_zone, "IANA time zone in which date_added is shown."),
     Setting("DEFAULT_AVATAR", "/static/img/default-avatar.png", _path,
             "author_avatar of users without an avatar and of anonymous comments."),
-    Setting("CONTENT_TYPES", ("users.user", "comics.comicpage"), _label_list,
+    Setting("CONTENT_TYPES", BUILT_IN_CONTENT_TYPES, _label_list,
             "Comma-separated content types comments may be attached to."),
     Setting("TRUSTED_PROXIES", 0, _non_negative_int,
             "Number of proxies in front of the service whose X-Forwarded-Proto and "

@@ -8,6 +8,7 @@ import os
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.storage import counters, store
 from commentsvc.storage import engine as db
+from commentsvc.storage.queries import listing
 from commentsvc.web import current
 from conftest import backends, insert_records, terminate_backends
 
@@ -108,14 +109,14 @@ def test_postgresql_reads_use_a_prepared_statement(pg_app):
         with reader._connection().cursor() as cursor:
             cursor.execute("SELECT name FROM pg_prepared_statements")
             names = [row[0] for row in cursor.fetchall()]
-    assert reader.uses_prepared and counters.PREPARED_NAME in names
+    assert reader.uses_prepared and listing.LIST_STATE_PREPARED in names
 
 
 def test_a_lost_prepared_statement_switches_to_the_plain_read(pg_app, sample_records):
     """As behind a pooler that hands the next statement to another server session."""
     insert_records(pg_app, sample_records)
     expected = read_site(pg_app)
-    reader_connection_sql(pg_app, f"DEALLOCATE {counters.PREPARED_NAME}")
+    reader_connection_sql(pg_app, f"DEALLOCATE {listing.LIST_STATE_PREPARED}")
     assert read_site(pg_app) == expected  # answered by the fallback read
     with pg_app.app_context():
         assert not reader_for(db.get_engine()).uses_prepared

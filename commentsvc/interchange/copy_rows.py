@@ -18,9 +18,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from commentsvc.storage import deadline
+from commentsvc.storage.queries.interchange import COPY_FROM_STDIN
 
 if TYPE_CHECKING:
     from psycopg2 import extensions
+    from psycopg2.sql import Composed
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -31,14 +33,27 @@ def insert_rows(conn: Connection, table: str, columns: tuple[str, ...],
     Runs in the caller's transaction. ``table`` and ``columns`` must be code constants:
     they are checked to be plain identifiers because they become part of the statement.
     """
-    for name in (table, *columns):
-        if not _IDENTIFIER.fullmatch(name):
-            raise ValueError(f"not a plain SQL identifier: {name!r}")
+    _check_identifiers(table, columns)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     if conn.dialect.name == "postgresql":
         return _copy(conn, table, columns, rows, batch_size)
     return _executemany(conn, table, columns, rows, batch_size)
+
+
+def _check_identifiers(table: str, columns: tuple[str, ...]) -> None:
+    for name in (table, *columns):
+        if not _IDENTIFIER.fullmatch(name):
+            raise ValueError(f"not a plain SQL identifier: {name!r}")
+
+
+def _copy_statement(table: str, columns: tuple[str, ...]) -> Composed:
+    """COPY_FROM_STDIN for ``table`` and ``columns`` (checked), quoted as identifiers."""
+    from psycopg2 import sql
+
+    _check_identifiers(table, columns)
+    return sql.SQL(COPY_FROM_STDIN).format(
+        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
 
 
 def _batches(rows: Iterable[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any, ...]]]:
@@ -50,10 +65,7 @@ def _batches(rows: Iterable[tuple[Any, ...]], size: int) -> Iterator[list[tuple[
 def _copy(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]],
           batch_size: int) -> int:
     """One COPY ... FROM STDIN fed batch by batch from the iterator."""
-    from psycopg2 import sql
-
-    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
+    statement = _copy_statement(table, columns)
     source = _CopySource(rows, len(columns), batch_size)
     # PostgreSQL only: SQLAlchemy types the driver's connection Any | None.
     driver_connection = cast("extensions.connection", conn.connection.driver_connection)
@@ -76,13 +88,7 @@ def copy_from_text(conn: Connection, table: str, columns: tuple[str, ...], text:
     Used where the formatting ran elsewhere (in worker processes); ``table`` and
     ``columns`` must be code constants, as for ``insert_rows``.
     """
-    from psycopg2 import sql
-
-    for name in (table, *columns):
-        if not _IDENTIFIER.fullmatch(name):
-            raise ValueError(f"not a plain SQL identifier: {name!r}")
-    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
+    statement = _copy_statement(table, columns)
     driver_connection = cast("extensions.connection", conn.connection.driver_connection)
     with driver_connection.cursor() as cursor, deadline.suspended():
         cursor.copy_expert(statement, io.StringIO(text), size=_COPY_READ_SIZE)
@@ -107,15 +113,16 @@ class _CopySource:
         batch = next(self._batches, None)
         if batch is None:
             return ""
-        lines: list[str] = []
-        for row in batch:
-            if len(row) != self._width:
-                raise ValueError(f"row {self.count + len(lines) + 1} has {len(row)} values, "
-                                 f"expected {self._width}")
-            lines.append(_copy_row(row))
+        text = copy_text(self._checked(batch))
         self.count += len(batch)
-        lines.append("")
-        return "\n".join(lines)
+        return text
+
+    def _checked(self, batch: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        """The batch's rows, each checked to have one value per column as it is formatted."""
+        for number, row in enumerate(batch, self.count + 1):
+            if len(row) != self._width:
+                raise ValueError(f"row {number} has {len(row)} values, expected {self._width}")
+            yield row
 
 
 def _copy_row(row: tuple[Any, ...]) -> str:

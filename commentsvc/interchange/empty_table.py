@@ -48,16 +48,15 @@ _DEFERRED = "commentsvc_indexes_deferred"
 def _deferred(conn: Connection) -> Iterator[bool]:
     postgresql = conn.dialect.name == "postgresql"
     if postgresql:
-        for statement in q.TUNE_POSTGRESQL:
-            conn.execute(statement)
-        for name in q.FOREIGN_KEYS:
-            conn.exec_driver_sql(f"ALTER TABLE commentsvc_comment DROP CONSTRAINT {name}")
-    for name in q.SECONDARY_INDEXES:
-        conn.exec_driver_sql(f"DROP INDEX {name}")
+        for tuning in q.TUNE_POSTGRESQL:
+            conn.execute(tuning)
+        for statement in q.DROP_FOREIGN_KEYS:
+            conn.exec_driver_sql(statement)
+    for statement in q.DROP_SECONDARY_INDEXES:
+        conn.exec_driver_sql(statement)
     yield True
     engine.create_schema(conn)  # CREATE INDEX IF NOT EXISTS: rebuilds exactly what was dropped
     if postgresql:
-        for name, definition in q.FOREIGN_KEYS.items():
-            conn.exec_driver_sql(
-                f"ALTER TABLE commentsvc_comment ADD CONSTRAINT {name} {definition}")
+        for statement in q.ADD_FOREIGN_KEYS:
+            conn.exec_driver_sql(statement)
     conn.execute(q.ANALYZE_COMMENTS)

@@ -26,13 +26,10 @@ from sqlalchemy.sql.expression import Executable
 from commentsvc import settings
 from commentsvc.interchange import copy_rows, empty_table, parallel
 from commentsvc.rules.formatting import EARLIEST_DATE, LATEST_DATE
+from commentsvc.rules.identifiers import INT64_MAX, PAGE_TYPE, USER_TYPE
 from commentsvc.storage import store
 from commentsvc.storage.queries import interchange as q
 
-USER_TYPE = "users.user"
-PAGE_TYPE = "comics.comicpage"
-
-MAX_ID = 2**63 - 1  # BIGINT
 BATCH_SIZE = 5000  # rows per executemany (SQLite)
 CHUNK_LINES = 10_000  # lines per COPY chunk (PostgreSQL), parsed by one worker
 
@@ -364,8 +361,8 @@ def _reject_constant(name: str) -> Any:
 def _id(field: str, value: Any) -> int:
     if type(value) is not int:
         raise _Invalid(f"field {field!r} must be an integer, not {_json_type(value)}")
-    if not 1 <= value <= MAX_ID:
-        raise _Invalid(f"field {field!r} must be an integer from 1 to {MAX_ID}, not {value}")
+    if not 1 <= value <= INT64_MAX:
+        raise _Invalid(f"field {field!r} must be an integer from 1 to {INT64_MAX}, not {value}")
     return value
 
 
@@ -501,10 +498,10 @@ class _RecordParser:
             is_anonymous, is_read = record["is_anonymous"], record["is_read"]
         except KeyError:
             return None
-        if not (type(comment_id) is int and 1 <= comment_id <= MAX_ID
-                and type(object_id) is int and 1 <= object_id <= MAX_ID
-                and type(author_id) is int and 1 <= author_id <= MAX_ID
-                and (parent_id is None or type(parent_id) is int and 1 <= parent_id <= MAX_ID)
+        if not (type(comment_id) is int and 1 <= comment_id <= INT64_MAX
+                and type(object_id) is int and 1 <= object_id <= INT64_MAX
+                and type(author_id) is int and 1 <= author_id <= INT64_MAX
+                and (parent_id is None or type(parent_id) is int and 1 <= parent_id <= INT64_MAX)
                 and type(content_type) is str and content_type in self.content_types
                 and type(body) is str and type(date_added) is str
                 and type(is_deleted) is bool and type(is_anonymous) is bool

@@ -25,8 +25,8 @@ from sqlalchemy.engine import Connection
 
 from commentsvc import settings
 from commentsvc.interchange import copy_rows, empty_table
-from commentsvc.interchange.ndjson import PAGE_TYPE, USER_TYPE
 from commentsvc.operations import progress as show_progress
+from commentsvc.rules.identifiers import PAGE_TYPE, USER_TYPE
 from commentsvc.storage import store
 from commentsvc.storage.queries import interchange as q
 

@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 from flask import Response
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from commentsvc.storage.engine import get_engine, read_snapshot
+from commentsvc.storage.queries.health import PING
 from commentsvc.web import current
 from commentsvc.web.exceptions import DATABASE_DOWN
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
@@ -27,8 +28,6 @@ log = logging.getLogger("commentsvc")
 # Every table the service reads or writes (schema.sql); init-db creates them.
 SERVICE_TABLES = ("commentsvc_user", "commentsvc_comicpage", "commentsvc_comment",
                   "commentsvc_list_count", "commentsvc_token")
-# Returns 1 without touching any table: the database is there and answering.
-PING = text("SELECT 1")
 
 
 def healthz() -> Response:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-PROFILE_TYPE = "users.user"
+from commentsvc.rules.identifiers import USER_TYPE
 
 
 class User(Protocol):
@@ -37,6 +37,6 @@ def can_mark_read(viewer: User | None, content_type: str, object_id: int) -> boo
     (comic pages belong to the site)."""
     if viewer is None:
         return False
-    if content_type == PROFILE_TYPE:
+    if content_type == USER_TYPE:
         return viewer.id == object_id
     return viewer.is_staff

@@ -25,13 +25,13 @@ from marshmallow import (
 from marshmallow.experimental.context import Context
 
 from commentsvc.rules import formatting, permissions
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.storage.store import Comment
 
 if TYPE_CHECKING:
     from marshmallow.types import ErrorMessages
 
 ANONYMOUS_AUTHOR = "Anonymous"
-INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,11 @@ from sqlalchemy.pool import PoolProxiedConnection
 from commentsvc.storage import outage
 from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.engine import read_snapshot
-from commentsvc.storage.queries.listing import LIST_STATE
+from commentsvc.storage.queries.listing import (
+    EXECUTE_LIST_STATE,
+    LIST_STATE,
+    PREPARE_LIST_STATE,
+)
 from commentsvc.storage.store import ListState
 
 _PLACEHOLDER = {"pyformat": "%s", "format": "%s", "qmark": "?", "numeric": ":1"}
@@ -51,10 +55,8 @@ def positional(sql: str, paramstyle: str) -> str:
 # of the read's server time (bench/http_bench.py: page 1 from the cache went from about
 # 3,000 to 3,700 requests a second on 2 cores). A pooler that does not keep a session per
 # client (PgBouncer in transaction mode) loses prepared statements; the first read that
-# finds its statement gone switches this reader to the plain statement for good.
-PREPARED_NAME = "commentsvc_list_state"
-PREPARE = f"PREPARE {PREPARED_NAME} (text) AS " + LIST_STATE.text.replace(":list_key", "$1")
-EXECUTE = f"EXECUTE {PREPARED_NAME} (%s)"
+# finds its statement gone switches this reader to the plain statement for good (the
+# statements: queries.listing.PREPARE_LIST_STATE and EXECUTE_LIST_STATE).
 # SQLSTATE of "prepared statement ... does not exist".
 UNDEFINED_PREPARED_STATEMENT = "26000"
 
@@ -126,7 +128,7 @@ class ListStateReader:
     def _fetch(self, list_key: str) -> tuple[Any, ...] | None:
         cursor = self._connection().cursor()
         try:
-            cursor.execute(EXECUTE if self.uses_prepared else self._sql, (list_key,))
+            cursor.execute(EXECUTE_LIST_STATE if self.uses_prepared else self._sql, (list_key,))
             return cursor.fetchone()
         finally:
             cursor.close()
@@ -148,7 +150,7 @@ class ListStateReader:
         if self.uses_prepared:
             try:
                 with dbapi_connection.cursor() as cursor:
-                    cursor.execute(PREPARE)
+                    cursor.execute(PREPARE_LIST_STATE)
             except self._engine.dialect.loaded_dbapi.Error:
                 self.uses_prepared = False  # a server or pooler that will not prepare
         self._local.held = (os.getpid(), fairy)

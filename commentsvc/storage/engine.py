@@ -24,6 +24,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from commentsvc.settings import Settings
 from commentsvc.storage import bulk_lock, deadline, outage
 from commentsvc.storage.database_urls import normalise_url
+from commentsvc.storage.queries import connections, schema
 
 T = TypeVar("T")
 
@@ -133,16 +134,14 @@ def _add_sqlite_hooks(engine: Engine) -> None:
                         _record: ConnectionPoolEntry) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA busy_timeout = 10000")
+        for pragma in connections.SQLITE_PRAGMAS:
+            cursor.execute(pragma)
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(WRITER_OPTION)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        conn.exec_driver_sql(connections.BEGIN_WRITER if immediate else connections.BEGIN)
 
     engine.dispose()  # connections made before the hooks get them on reconnect
 
@@ -242,9 +241,8 @@ def without_statement_timeout(conn: Connection) -> None:
     (db_deadline) is lifted with them, until the connection is given back."""
     if conn.dialect.name == "postgresql":
         deadline.lift(conn)
-        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
-        conn.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
-        conn.exec_driver_sql("SET LOCAL lock_timeout = 0")
+        for statement in connections.LIFT_TIMEOUTS:
+            conn.exec_driver_sql(statement)
 
 
 def schema_statements() -> list[str]:
@@ -261,24 +259,18 @@ def create_schema(conn: Connection) -> None:
     _add_missing_columns(conn)
 
 
-# Columns added after a table was first created, with their definitions: an older
-# database gets them from init-db (CREATE TABLE IF NOT EXISTS leaves it as it was).
-_LATER_COLUMNS = {("commentsvc_user", "is_staff"): "BOOLEAN NOT NULL DEFAULT FALSE"}
-
-
 def _add_missing_columns(conn: Connection) -> None:
+    """The columns added since a table was first created (queries.schema), where missing."""
     inspector = inspect(conn)
-    for (table, column), definition in _LATER_COLUMNS.items():
+    for (table, column), statement in schema.ADD_LATER_COLUMNS.items():
         if column not in {c["name"] for c in inspector.get_columns(table)}:
-            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+            conn.exec_driver_sql(statement)
 
 
 def drop_schema(conn: Connection) -> None:
     """Drop the service's tables (tests and `init-db --drop`); the host's are untouched."""
-    for table in ("commentsvc_idempotency_key",
-                  "commentsvc_token", "commentsvc_list_count", "commentsvc_comment",
-                  "commentsvc_comicpage", "commentsvc_user"):
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+    for statement in schema.DROP_TABLES:
+        conn.exec_driver_sql(statement)
 
 
 def database_config(settings: Settings, default_url: str) -> tuple[str, dict[str, Any]]:

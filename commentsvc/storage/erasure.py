@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from commentsvc.rules.comment_lists import lists_of
 from commentsvc.storage.queries import erasure as q
 from commentsvc.storage.queries import writes
+from commentsvc.storage.queries.auth import USER_EXISTS
 from commentsvc.web import idempotency
 
 
@@ -51,7 +52,7 @@ def erase_user(conn: Connection, user_id: int) -> Erased | None:
 
     Comments on the user's profile written by others are theirs and stay.
     """
-    if conn.execute(q.USER_EXISTS, {"id": user_id}).first() is None:
+    if conn.execute(USER_EXISTS, {"id": user_id}).first() is None:
         return None
     keys = {comments.key
             for target in conn.execute(q.AUTHORED_TARGETS, {"id": user_id})

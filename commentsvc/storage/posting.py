@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from commentsvc.rules.schemas import INT64_MAX
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.storage import store
 from commentsvc.web.exceptions import ValidationFailed
 

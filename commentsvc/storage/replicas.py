@@ -26,32 +26,19 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import redis
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from commentsvc.settings import Settings
 from commentsvc.storage import deadline
 from commentsvc.storage.engine import engine_options, get_engine, mark_replica, prepare_engine
+from commentsvc.storage.queries.replicas import LAG
 from commentsvc.storage.redis_link import Backoff
 
 log = logging.getLogger("commentsvc")
 T = TypeVar("T")
 
-# Seconds the replica may be behind the primary: 0 when it streams from the primary and has
-# replayed all it received (an idle primary sends nothing, which is no lag), else the age
-# of the last transaction it replayed. Without a WAL receiver (cut off from the primary, or
-# just started) it cannot know what it misses, so that age counts too; a replica that has
-# replayed no transaction yet counts as endlessly behind. Any role may ask: a WAL receiver
-# shows its row (if not its details) to everyone.
-LAG = text("""
-    SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0
-                WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
-                     AND EXISTS (SELECT FROM pg_stat_wal_receiver) THEN 0
-                ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8,
-                              'Infinity'::float8)
-           END
-""")
 WROTE_KEY = "commentsvc:wrote:"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask, Response
 
 from commentsvc.operations import cli, request_log, startup
-from commentsvc.rules.schemas import INT64_MAX
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.web import openapi
 from commentsvc.web.errors import install_error_handler, to_response
 from commentsvc.web.responses import NOSNIFF

@@ -19,8 +19,8 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask, Response, current_app, request
 from marshmallow import Schema, fields
 
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.rules.schemas import (
-    INT64_MAX,
     CommentSchema,
     ListQuerySchema,
     NewCommentSchema,
@@ -30,6 +30,7 @@ from commentsvc.rules.schemas import (
 from commentsvc.settings import Settings
 from commentsvc.version import __version__
 from commentsvc.web import browser_session, current
+from commentsvc.web.request_body import FORM_TYPES
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
 OPENAPI_VERSION = "3.1.0"
@@ -37,7 +38,6 @@ SCHEMA_ENDPOINT = "commentsvc.openapi_schema"
 SCHEMA_ALLOW = READ_ONLY_ALLOW
 SECURITY_SCHEME = "TokenAuth"
 COOKIE_SCHEME = "SessionCookie"  # the standalone browser sign-in (browser_session)
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 class PageLinkSchema(Schema):

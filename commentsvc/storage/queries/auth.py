@@ -11,7 +11,11 @@ VIEWER_BY_DIGEST = text("""
     WHERE t.digest = :digest
 """).columns(is_staff=Boolean())
 
-USER_EXISTS = text("SELECT 1 FROM commentsvc_user WHERE id = :id")
+# Whether a user exists: one row or none (primary key). Also erasure's and a new comment's
+# check (queries.writes.TARGET_EXISTS).
+USER_EXISTS = text("""
+    SELECT 1 FROM commentsvc_user WHERE id = :id
+""")
 
 ADD_TOKEN = text("""
     INSERT INTO commentsvc_token (digest, user_id, created) VALUES (:digest, :user_id, :created)

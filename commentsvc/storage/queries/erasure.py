@@ -11,11 +11,6 @@ BLANK_DELETED = text("""
     UPDATE commentsvc_comment SET body = '' WHERE is_deleted = TRUE AND body <> ''
 """)
 
-# Whether a user exists (primary key).
-USER_EXISTS = text("""
-    SELECT 1 FROM commentsvc_user WHERE id = :id
-""")
-
 # The targets of a user's comments that still show something (one scan of the table:
 # author_id has no index, and erasure is rare).
 AUTHORED_TARGETS = text("""

@@ -34,6 +34,13 @@ COMMENT_COLUMNS = ("id", "content_type", "object_id", "parent_id", "author_id", 
                    "date_added", "is_deleted", "is_anonymous", "is_read",
                    "site_pos", "kind_pos", "target_pos")
 
+# Rows in COPY's text format streamed into one table's columns (PostgreSQL), the names
+# filled in as quoted identifiers by interchange.copy_rows. Returns nothing; every index
+# of the table takes each row's entry as it arrives.
+COPY_FROM_STDIN = """
+    COPY {} ({}) FROM STDIN
+"""
+
 _COMMENT_TYPES: dict[str, TypeEngine[Any]] = {
     "date_added": DateTime(),
     "is_deleted": Boolean(),

@@ -20,6 +20,17 @@ LIST_STATE = text("""
     SELECT n, version FROM commentsvc_list_count WHERE list_key = :list_key
 """)
 
+# LIST_STATE as a server-side prepared statement of one connection (PostgreSQL; storage.
+# counters), and its execution with the list key as psycopg2's one parameter: the same
+# row, by the same primary key.
+LIST_STATE_PREPARED = "commentsvc_list_state"
+PREPARE_LIST_STATE = f"""
+    PREPARE {LIST_STATE_PREPARED} (text) AS {LIST_STATE.text.replace(":list_key", "$1")}
+"""
+EXECUTE_LIST_STATE = f"""
+    EXECUTE {LIST_STATE_PREPARED} (%s)
+"""
+
 # A page's slice is a range of positions; each row also carries the list's version (its
 # counter row, primary key), so that a page built for a version read earlier can tell
 # that its snapshot is the same one. LIMIT repeats its size so that the planner,

@@ -21,6 +21,21 @@ FOREIGN_KEYS = {
                                          "REFERENCES commentsvc_user (id)",
 }
 
+# Take the foreign keys off before the load, and put them back after it (which checks every
+# loaded row in one join against the parent and user primary keys). No rows.
+DROP_FOREIGN_KEYS = tuple(f"""
+    ALTER TABLE commentsvc_comment DROP CONSTRAINT {name}
+""" for name in FOREIGN_KEYS)
+ADD_FOREIGN_KEYS = tuple(f"""
+    ALTER TABLE commentsvc_comment ADD CONSTRAINT {name} {definition}
+""" for name, definition in FOREIGN_KEYS.items())
+
+# Take the secondary indexes off before the load (engine.create_schema builds them again
+# from schema.sql after it). No rows.
+DROP_SECONDARY_INDEXES = tuple(f"""
+    DROP INDEX {name}
+""" for name in SECONDARY_INDEXES)
+
 # Memory for the sorts of the load's index builds and window functions (this transaction
 # only); the server's defaults suit small queries, not sorting ten million rows.
 TUNE_POSTGRESQL = (

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, text
 
+from commentsvc.rules.identifiers import PAGE_TYPE, USER_TYPE
+from commentsvc.storage.queries.auth import USER_EXISTS
+
 # The lists a comment belongs to: its target (primary key).
 COMMENT_TARGET = text("""
     SELECT content_type, object_id FROM commentsvc_comment WHERE id = :id
@@ -18,8 +21,8 @@ COMMENT_FACTS = text("""
 
 # Whether the object a comment is posted to exists, by content type (primary keys).
 TARGET_EXISTS = {
-    "users.user": text("SELECT 1 FROM commentsvc_user WHERE id = :id"),
-    "comics.comicpage": text("SELECT 1 FROM commentsvc_comicpage WHERE id = :id"),
+    USER_TYPE: USER_EXISTS,
+    PAGE_TYPE: text("SELECT 1 FROM commentsvc_comicpage WHERE id = :id"),
 }
 
 # Soft-delete a comment, removing its text; no row when it was already deleted (primary

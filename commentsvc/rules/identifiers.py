@@ -1,0 +1,14 @@
+"""What names a target and a row, in every layer: the content types whose targets the
+service keeps itself, and the range of ids."""
+
+from __future__ import annotations
+
+# A user's profile and a comic page: the service keeps both kinds of target (commentsvc_user,
+# commentsvc_comicpage). A host may configure other types (CONTENT_TYPES, TARGET_EXISTS).
+USER_TYPE = "users.user"
+PAGE_TYPE = "comics.comicpage"
+BUILT_IN_CONTENT_TYPES = (USER_TYPE, PAGE_TYPE)
+
+# The largest id of a user, comic page, comment or host object (BIGINT's maximum); ids
+# start at 1.
+INT64_MAX = 2**63 - 1
