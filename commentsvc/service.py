@@ -15,20 +15,23 @@ it needs as arguments.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, current_app
 from flask.blueprints import BlueprintSetupState
 
 from commentsvc.rules.schemas import ListQuerySchema, NewCommentSchema, ReadFlagSchema
 from commentsvc.settings import BY_NAME, Settings
-from commentsvc.storage import counters, replicas
+from commentsvc.storage import replicas
 from commentsvc.storage.page_cache import PageCache, page_cache, shared_redis
 from commentsvc.web.blueprint import comments_api, scope_to_path, scope_to_prefix
+from commentsvc.web.current import EXTENSION, of
 from commentsvc.web.idempotency import PurgeSchedule
+from commentsvc.web.paginator import PageNumberPagination
 from commentsvc.web.rate_limit import PostRateLimit
 
-EXTENSION = "commentsvc"
+if TYPE_CHECKING:
+    from commentsvc.storage.counters import CounterReaders
 
 # The package's stylesheet, script and default avatar (the standalone app's /static too).
 STATIC_FOLDER = comments_api.static_folder
@@ -46,8 +49,8 @@ class CommentService:
     reads: replicas.ReadRouting
     post_limiter: PostRateLimit
     idempotency_purge: PurgeSchedule
-    counter_readers: counters.CounterReaders
     query_schema: ListQuerySchema
+    paginator: PageNumberPagination
     new_comment_schema: NewCommentSchema
     read_flag_schema: ReadFlagSchema
     # Standalone only: the sign-in page and its cookie (web.browser_session.enable).
@@ -85,8 +88,9 @@ class CommentService:
                                           self.settings.rate_limit_storage)
         self.idempotency_purge = PurgeSchedule(self.settings.idempotency_purge_seconds,
                                                self.settings.idempotency_retention_hours)
-        self.counter_readers = counters.CounterReaders()
         self.query_schema = ListQuerySchema(content_types=self.settings.content_types)
+        self.paginator = PageNumberPagination(self.query_schema, self.settings.page_size,
+                                              self.settings.max_page_size)
         self.new_comment_schema = NewCommentSchema(
             content_types=self.settings.content_types,
             max_body_length=self.settings.max_body_length)
@@ -103,15 +107,14 @@ class CommentService:
         scope_to_path(app, prefix)
 
     @property
+    def counter_readers(self) -> CounterReaders:
+        """The counter reader of each engine reads go to."""
+        return self.reads.counter_readers
+
+    @property
     def replicas(self) -> replicas.ReplicaRouter | None:
         """The replicas reads may go to, or None when there are none."""
         return self.reads.router
-
-
-def of(app: Flask) -> CommentService:
-    """The service mounted in ``app``."""
-    service: CommentService = app.extensions[EXTENSION]
-    return service
 
 
 @comments_api.record_once

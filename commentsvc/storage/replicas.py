@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine
 
 from commentsvc.settings import Settings
 from commentsvc.storage import deadline
+from commentsvc.storage.counters import CounterReaders
 from commentsvc.storage.engine import engine_options, get_engine, mark_replica, prepare_engine
 from commentsvc.storage.queries.replicas import LAG
 from commentsvc.storage.redis_link import Backoff
@@ -192,11 +193,12 @@ class RecentWriters:
 
 class ReadRouting:
     """Where one app's reads go: its replicas (a router, or None), unless the reader
-    wrote lately (``recent_writers``)."""
+    wrote lately (``recent_writers``); and the counter reader of each engine read from."""
 
     def __init__(self, router: ReplicaRouter | None, recent_writers: RecentWriters):
         self.router = router
         self.recent_writers = recent_writers
+        self.counter_readers = CounterReaders()
 
     @classmethod
     def from_settings(cls, settings: Settings, redis_client: redis.Redis | None) -> ReadRouting:

@@ -18,6 +18,7 @@ from typing import Any
 from flask import Flask, Request, session
 from flask.sessions import SecureCookieSessionInterface
 
+from commentsvc.web import current
 from commentsvc.web.auth import Viewer
 from commentsvc.web.exceptions import PermissionDenied
 from commentsvc.web.request_body import read_fields
@@ -54,7 +55,7 @@ def enable(app: Flask, secret_key: str) -> None:
     app.session_interface = SessionInterface()
     app.config.update(SESSION_COOKIE_NAME=COOKIE_NAME, SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Lax")
-    app.extensions["commentsvc"].browser_sign_in = True
+    current.of(app).browser_sign_in = True
 
 
 def signed_cookie(req: Request, app: Flask) -> tuple[str, str] | None:

@@ -23,7 +23,7 @@ from commentsvc.storage.engine import read_snapshot
 from commentsvc.web import browsable, conditional
 from commentsvc.web.exceptions import NotFound
 from commentsvc.web.negotiation import JSON
-from commentsvc.web.paginator import Page, PageNumberPagination
+from commentsvc.web.paginator import Page
 from commentsvc.web.rendering import DESCRIPTION, json_headers, list_responder, results
 
 if TYPE_CHECKING:
@@ -51,17 +51,8 @@ class ListPage:
                  page_size: int, viewer: Viewer | None, representation: str):
         self.service, self.req, self.comments = service, req, comments
         self.page_size, self.viewer, self.representation = page_size, viewer, representation
-        settings = service.settings
-        self.paginator = PageNumberPagination(service.query_schema, settings.page_size,
-                                              settings.max_page_size)
+        self.paginator = service.paginator
         self.respond = list_responder(representation)
-
-    @staticmethod
-    def list_of(req: Request, service: CommentService) -> tuple[CommentList, int]:
-        """The list a request names and its page size; 400 when the filters are bad."""
-        settings = service.settings
-        return PageNumberPagination(service.query_schema, settings.page_size,
-                                    settings.max_page_size).list_of(req)
 
     def response(self, engine: Engine) -> Response:
         """The page read from ``engine`` (the primary's or a replica's)."""

@@ -28,7 +28,7 @@ class CommentListView(MethodView):
         """List comments newest first (ties by id), one page, with the p8n navigation:
         from a replica when there are any (see storage.replicas), else from the primary."""
         service = current.service()
-        comments, page_size = ListPage.list_of(request, service)
+        comments, page_size = service.paginator.list_of(request)
         representation = negotiation.choose(request)
         viewer = viewer_of(request, service.settings, service.browser_sign_in)
         page = ListPage(service, request, comments, page_size, viewer, representation)
