@@ -1,9 +1,11 @@
-"""EXPLAIN ANALYZE of the SQL behind one page request, at any depth of the biggest lists.
+"""The SQL behind one page request, at any depth of the biggest lists.
 
 For the whole site's list, the biggest content type's list and the biggest target's list,
-and for pages 1, 1,000, 50,000 and the last (where the list has them), this runs the very
-statements the service runs for a page (the list's counter row, the page's slice, the
-page's replies) under EXPLAIN ANALYZE and reports the median of several runs. The
+and for pages 1, 10, 100, 1,000, 10,000, 50,000, 100,000 and the last (where the list has
+them), this runs the very statement the service runs for a page (the one-statement page
+read, prepared, as storage.counters runs it) and reports the median of several runs: the
+server's execution time under EXPLAIN ANALYZE, and the round trip as the client sees it
+(send, execute, fetch every row). The
 baselines show what the usual ways cost on the same data: COUNT(*), ORDER BY ... OFFSET
 and count(*) OVER () beside the slice.
 
@@ -19,7 +21,9 @@ import json
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -28,11 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from commentsvc.rules import pagination  # noqa: E402
 from commentsvc.rules.comment_lists import CommentList  # noqa: E402
+from commentsvc.settings import Settings  # noqa: E402
+from commentsvc.storage.counters import PageRead  # noqa: E402
 from commentsvc.storage.database_urls import normalise_url  # noqa: E402
 from commentsvc.storage.queries import listing  # noqa: E402
 
+DEFAULTS = Settings.from_config({})
+
 PAGE_SIZE = 20
-PAGES = ("1", "1000", "50000", "last")
+PAGES = ("1", "10", "100", "1000", "10000", "50000", "100000", "last")
 RUNS = 7
 
 BIGGEST_KIND = sa.text("""
@@ -60,65 +68,57 @@ BASELINE_COUNT_OVER = """
 """
 
 
-def explain(conn: Connection, statement, params: dict | None = None) -> tuple[float, float]:
+def explain(conn: Connection, sql: str, values: Any = None) -> tuple[float, float]:
     """(planning ms, execution ms) of one statement as EXPLAIN ANALYZE reports them."""
-    if isinstance(statement, str):
-        sql, values = statement, {}
-    else:
-        # Bound as the service binds them: psycopg2 sends the values inline, as here.
-        bound = statement.bindparams(**params) if params else statement
-        compiled = bound.compile(dialect=conn.dialect,
-                                 compile_kwargs={"render_postcompile": True})
-        sql, values = compiled.string, compiled.params
-    plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql,
-                                values).scalar_one()
+    plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, values).scalar_one()
     if isinstance(plan, str):
         plan = json.loads(plan)
     return plan[0]["Planning Time"], plan[0]["Execution Time"]
 
 
-def median_of(conn: Connection, statement, params: dict | None = None,
+def median_of(conn: Connection, sql: str, values: Any = None,
               runs: int = RUNS) -> tuple[float, float]:
-    timings = [explain(conn, statement, params) for _ in range(runs)]
+    timings = [explain(conn, sql, values) for _ in range(runs)]
     return (statistics.median(t[0] for t in timings),
             statistics.median(t[1] for t in timings))
 
 
-def slice_statement(comments: CommentList):
-    if comments.content_type is None:
-        return listing.SITE_PAGE, {"list_key": comments.key}
-    if comments.object_id is None:
-        return listing.KIND_PAGE, {"content_type": comments.content_type,
-                                   "list_key": comments.key}
-    return listing.TARGET_PAGE, {"content_type": comments.content_type, "list_key": comments.key,
-                                 "object_id": comments.object_id}
+def page_read(comments: CommentList, page: int, display: str) -> PageRead:
+    """The service's page read of ``comments`` (page 0: the last), default settings."""
+    kind = "site" if comments.content_type is None else (
+        "kind" if comments.object_id is None else "target")
+    return PageRead(kind, comments.key, page, PAGE_SIZE, DEFAULTS.max_embedded_replies,
+                    display, comments.content_type, comments.object_id)
 
 
 def page_case(conn: Connection, comments: CommentList, page_name: str) -> dict | None:
-    """Planning and execution times of the three statements of one page request."""
-    state = conn.execute(listing.LIST_STATE, {"list_key": comments.key}).one()
-    pages = pagination.num_pages(state.n, PAGE_SIZE)
+    """Server and round-trip times of the one statement of a page request."""
+    count = conn.exec_driver_sql("SELECT n FROM commentsvc_list_count WHERE list_key = %s",
+                                 (comments.key,)).scalar_one()
+    pages = pagination.num_pages(count, PAGE_SIZE)
     page = pages if page_name == "last" else int(page_name)
     if page > pages:
         return None
-    lo, hi = pagination.position_range(page, PAGE_SIZE, state.n)
-    statement, params = slice_statement(comments)
-    params = {**params, "lo": lo, "hi": hi}
-    rows = conn.execute(statement, params).all()
-    root_ids = [row.id for row in rows if row.parent_id is None]
-    timings = {
-        "count": median_of(conn, listing.LIST_STATE, {"list_key": comments.key}),
-        "slice": median_of(conn, statement, params),
-    }
-    if root_ids:
-        timings["replies"] = median_of(conn, listing.REPLIES, {"root_ids": root_ids})
+    read = page_read(comments, 0 if page_name == "last" else page, DEFAULTS.render_display)
+    execute = listing.EXECUTE_PAGE_READ[read.kind]
+    cursor = conn.connection.dbapi_connection.cursor()
+    cursor.execute(execute, read.values())
+    rows = cursor.fetchall()
+    planning, execution = median_of(conn, execute, read.values())
+    trips = []
+    for _ in range(RUNS * 3):
+        started = time.perf_counter()
+        cursor.execute(execute, read.values())
+        cursor.fetchall()
+        trips.append((time.perf_counter() - started) * 1000)
+    entries = [row for row in rows if row[2] is not None]
     return {
-        "list": comments.key, "page": page_name, "page_number": page, "rows": len(rows),
-        "roots": len(root_ids),
-        "planning_ms": round(sum(t[0] for t in timings.values()), 3),
-        "execution_ms": round(sum(t[1] for t in timings.values()), 3),
-        "total_ms": round(sum(t[0] + t[1] for t in timings.values()), 3),
-        "parts_execution_ms": {name: round(t[1], 3) for name, t in timings.items()},
+        "list": comments.key, "page": page_name, "page_number": page,
+        "rows": sum(1 for row in entries if row[2] == 1),
+        "replies": sum(1 for row in entries if row[2] == 2),
+        "stored_renders_used": sum(1 for row in entries if row[7] is not None),
+        "planning_ms": round(planning, 3), "execution_ms": round(execution, 3),
+        "round_trip_ms": round(statistics.median(trips), 3),
     }
 
 
@@ -158,8 +158,9 @@ def main() -> int:
     if not url.startswith("postgresql"):
         print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
         return 2
-    engine = sa.create_engine(normalise_url(url))
+    engine = sa.create_engine(normalise_url(url), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
+        conn.exec_driver_sql(listing.PREPARE_PAGE_READS)
         kind = conn.execute(BIGGEST_KIND).scalar_one()
         _, target_type, target_id = conn.execute(BIGGEST_TARGET).scalar_one().rsplit(":", 2)
         lists = [CommentList(), CommentList(kind), CommentList(target_type, int(target_id))]
@@ -168,16 +169,14 @@ def main() -> int:
         cases = [case for comments in lists for name in PAGES
                  if (case := page_case(conn, comments, name)) is not None]
         extra = [] if args.no_baselines else baselines(conn, sizes["site"], args.baseline_runs)
-        conn.rollback()
     report = {"sizes": sizes, "page_size": PAGE_SIZE, "runs": RUNS, "cases": cases,
               "baselines": extra}
-    print(f"{'list':<32} {'page':>6} {'rows':>4} {'plan ms':>8} {'exec ms':>8} {'total':>8}"
-          "  parts")
+    print(f"{'list':<32} {'page':>6} {'rows':>4} {'replies':>7} {'stored':>6} "
+          f"{'plan ms':>8} {'exec ms':>8} {'trip ms':>8}")
     for case in cases:
-        print(f"{case['list']:<32} {case['page']:>6} {case['rows']:>4} "
-              f"{case['planning_ms']:>8.3f} {case['execution_ms']:>8.3f} "
-              f"{case['total_ms']:>8.3f}  "
-              f"{case['parts_execution_ms']}")
+        print(f"{case['list']:<32} {case['page']:>6} {case['rows']:>4} {case['replies']:>7} "
+              f"{case['stored_renders_used']:>6} {case['planning_ms']:>8.3f} "
+              f"{case['execution_ms']:>8.3f} {case['round_trip_ms']:>8.3f}")
     for line in extra:
         print(f"baseline: {line['way']:<36} page {line['page']:>6}: "
               f"{line['execution_ms']:>10.2f} ms")

@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS commentsvc_comment (
     site_pos      BIGINT NOT NULL DEFAULT 0,
     kind_pos      BIGINT NOT NULL DEFAULT 0,
     target_pos    BIGINT NOT NULL DEFAULT 0,
+    -- What the comment shows to every viewer, rendered by the schema when it was written
+    -- (JSON), and the key of what that depended on (commentsvc.rules.rendered).
+    shown         TEXT,
+    shown_key     VARCHAR(32),
     -- Named as PostgreSQL would name them: a bulk load drops and re-adds them by name.
     CONSTRAINT commentsvc_comment_parent_id_fkey
         FOREIGN KEY (parent_id) REFERENCES commentsvc_comment (id),

@@ -21,6 +21,7 @@ from limits.storage import storage_from_string
 from werkzeug.utils import import_string
 
 from commentsvc.rules.identifiers import BUILT_IN_CONTENT_TYPES
+from commentsvc.rules.rendered import display_key
 from commentsvc.storage.database_urls import POSTGRES_SPELLINGS, is_postgres, normalise_url
 
 PREFIX = "COMMENTSVC_"
@@ -371,6 +372,7 @@ class Settings:
     tzinfo: ZoneInfo = field(init=False, repr=False)
     cache_control: str = field(init=False, repr=False)
     display_digest: str = field(init=False, repr=False)
+    render_display: str = field(init=False, repr=False)  # rules.rendered.display_key
     page_digest: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -379,6 +381,7 @@ class Settings:
             "cache_control": f"max-age={self.cache_max_age}, must-revalidate",
             "display_digest": repr((self.time_zone, self.default_avatar,
                                     self.max_embedded_replies)),
+            "render_display": display_key(self.time_zone, self.default_avatar),
             "page_digest": repr(("text/html", self.content_types, self.max_body_length)),
         }
         for name, value in derived.items():

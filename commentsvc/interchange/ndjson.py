@@ -86,8 +86,12 @@ def _plural(n: int, noun: str) -> str:
 
 def load(conn: Connection, lines: Iterable[bytes | str], *,
          content_types: Iterable[str] | None = None, max_body_length: int | None = None,
-         workers: int = 1) -> ImportReport:
+         workers: int = 1,
+         after_merge: Callable[[Connection], object] | None = None) -> ImportReport:
     """Import NDJSON ``lines`` in the caller's transaction; raise ImportFailed on a bad line.
+
+    ``after_merge(conn)`` runs once the records are in, in the same transaction (the
+    import command renders the new comments: storage.renders).
 
     ``content_types`` and ``max_body_length`` (the API's own rules) default to the
     settings' defaults; the import command passes the app's. ``workers`` > 1 checks the
@@ -112,6 +116,8 @@ def load(conn: Connection, lines: Iterable[bytes | str], *,
         _check_unchanged(conn)
         with empty_table.deferred_indexes(conn) as first_load:
             report = _merge(conn, numbered=first_load)
+            if after_merge is not None:
+                after_merge(conn)
         if first_load:
             store.recount(conn)
         elif report.added:
@@ -121,6 +127,11 @@ def load(conn: Connection, lines: Iterable[bytes | str], *,
         raise
     _run_all(conn, q.DROP_STAGING)
     return report
+
+
+def record_count(conn: Connection) -> int:
+    """How many records an export of this database writes."""
+    return int(sum(conn.execute(q.RECORD_COUNTS).one()))
 
 
 def _run_all(conn: Connection, statements: Iterable[Executable]) -> None:

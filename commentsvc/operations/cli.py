@@ -19,8 +19,7 @@ from sqlalchemy.engine import Engine
 from commentsvc.interchange import ndjson
 from commentsvc.operations import demo, progress, user_commands
 from commentsvc.operations.startup import StartupError
-from commentsvc.storage import engine, erasure
-from commentsvc.storage.queries import interchange as q
+from commentsvc.storage import engine, erasure, renders
 from commentsvc.web import current
 
 
@@ -79,7 +78,8 @@ def import_command(file: IO[bytes], workers: int) -> None:
             lines = progress.counting(file, advance, size=len)  # the bar counts bytes
             settings = current.service().settings
             report = ndjson.load(conn, lines, content_types=settings.content_types,
-                                 max_body_length=settings.max_body_length, workers=workers)
+                                 max_body_length=settings.max_body_length, workers=workers,
+                                 after_merge=renders.for_settings(settings).save_missing)
     except ndjson.ImportFailed as exc:
         click.echo(f"Import failed: {exc}", err=True)
         sys.exit(1)
@@ -98,7 +98,7 @@ def export_command(file: IO[str]) -> None:
     started = time.monotonic()
     with engine.snapshot(_engine()) as conn:
         engine.without_statement_timeout(conn)
-        total = sum(conn.execute(q.RECORD_COUNTS).one()) if progress.on_terminal() else None
+        total = ndjson.record_count(conn) if progress.on_terminal() else None
         written = 0
         with progress.bar(total, "Exporting") as advance:
             for line in progress.counting(ndjson.dump(conn), advance):
@@ -138,9 +138,10 @@ def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
         if if_empty and demo.has_comments(conn):
             click.echo("Comments already exist; nothing seeded.")
             return
+        settings = current.service().settings
         report = demo.seed(conn, comments=comments, targets=targets, seed=seed_value,
-                           hot_share=hot_share,
-                           content_types=current.service().settings.content_types)
+                           hot_share=hot_share, content_types=settings.content_types,
+                           render=renders.for_settings(settings).render)
     click.echo(report)
 
 

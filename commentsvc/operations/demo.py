@@ -49,7 +49,8 @@ def has_comments(conn: Connection) -> bool:
 
 def seed(conn: Connection, *, comments: int, targets: int, seed: int,
          progress: bool | None = None, content_types: Iterable[str] | None = None,
-         hot_share: float = 0.0) -> str:
+         hot_share: float = 0.0,
+         render: Callable[[store.Comment], tuple[str, str]] | None = None) -> str:
     """Add demo users, comic pages and ``comments`` comments on ``targets`` targets.
 
     Returns a one-line summary. ``progress`` (default: above PROGRESS_THRESHOLD comments,
@@ -57,6 +58,8 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     setting's default (the seed command passes the app's).
     ``hot_share`` gives the most popular target that share of all comments (a viral
     page), on top of the usual long tail; 0 leaves popularity to the long tail alone.
+    ``render`` gives a comment's stored render and its key (the seed command passes
+    storage.renders'), stored with it.
     """
     if comments < 0 or targets < 1:
         raise ValueError("seeding needs comments >= 0 and targets >= 1")
@@ -72,8 +75,9 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     n_users = max(user_targets, min(10 + comments // 8, MAX_USERS))
     # Names already stored (an earlier seeding, an import) are taken too.
     taken = set(conn.scalars(q.USERNAMES)) if max_user else set()
+    authors: dict[int, tuple[str, str | None]] = {}
     copy_rows.insert_rows(conn, q.USER_TABLE, q.USER_COLUMNS,
-                     _users(rng, words, max_user + 1, n_users, taken))
+                     _kept(_users(rng, words, max_user + 1, n_users, taken), authors))
     copy_rows.insert_rows(conn, q.PAGE_TABLE, q.PAGE_COLUMNS,
                      _pages(rng, words, max_page + 1, page_targets))
 
@@ -84,24 +88,45 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
 
     generator = _CommentGenerator(rng, words, chosen, user_ids, max_comment + 1, hot_share)
     rows: Iterable[tuple[Any, ...]] = generator.rows(comments)
+    columns: tuple[str, ...] = q.COMMENT_COLUMNS
+    if render is not None:
+        rows, columns = _rendered(rows, authors, render), (*columns, *q.RENDER_COLUMNS)
     if progress is None:
         progress = comments > PROGRESS_THRESHOLD and show_progress.on_terminal()
     with empty_table.deferred_indexes(conn) as first_load:
         if progress:
             with click.progressbar(length=comments, label="Seeding comments",
                                    file=sys.stderr) as bar:
-                copy_rows.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS,
-                                 _reporting(rows, bar.update))
+                copy_rows.insert_rows(conn, q.COMMENT_TABLE, columns,
+                                      _reporting(rows, bar.update))
             click.echo("Building indexes and counting lists..." if first_load
                        else "Numbering the lists again (the indexes were kept)...", err=True)
         else:
-            copy_rows.insert_rows(conn, q.COMMENT_TABLE, q.COMMENT_COLUMNS, rows)
+            copy_rows.insert_rows(conn, q.COMMENT_TABLE, columns, rows)
     if first_load:
         store.recount(conn)  # the generator numbered the rows as an empty table's
     else:
         store.renumber(conn)
     return (f"Seeded {n_users} users, {page_targets} comic pages and {comments} comments "
             f"({generator.replies} replies) on {targets} targets with seed {seed}.")
+
+
+def _kept(users: Iterable[tuple[int, str, str | None]],
+          authors: dict[int, tuple[str, str | None]]) -> Iterator[tuple[int, str, str | None]]:
+    """The same user rows, each name and avatar noted in ``authors`` by id."""
+    for uid, name, avatar in users:
+        authors[uid] = (name, avatar)
+        yield uid, name, avatar
+
+
+def _rendered(rows: Iterable[tuple[Any, ...]], authors: dict[int, tuple[str, str | None]],
+              render: Callable[[store.Comment], tuple[str, str]]) -> Iterator[tuple[Any, ...]]:
+    """Comment rows (q.COMMENT_COLUMNS) with their stored render and key after them."""
+    for row in rows:
+        cid, _ct, _oid, parent_id, author_id, body, date_added, deleted, anonymous, read = row[:10]
+        name, avatar = authors[author_id]
+        yield (*row, *render(store.Comment(cid, parent_id, author_id, name, avatar, body,
+                                           date_added, deleted, anonymous, read)))
 
 
 def _split_targets(targets: int, content_types: frozenset[str]) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """Command-line commands about users: `flask --app app create-token | revoke-token | staff
-| erase-user | purge-idempotency-keys`.
+| erase-user | purge-idempotency-keys | rerender`.
 
 Each runs in one transaction (the purge: in batches): it finishes or changes nothing.
 """
@@ -12,7 +12,7 @@ import click
 from flask.cli import with_appcontext
 from sqlalchemy.engine import Engine
 
-from commentsvc.storage import engine, erasure
+from commentsvc.storage import engine, erasure, renders
 from commentsvc.web import auth, current, idempotency
 
 
@@ -69,6 +69,8 @@ def erase_user_command(user_id: int) -> None:
     their sign-in keys. List positions and replies stay."""
     with engine.writing(_engine(), unlimited=True) as conn:
         erased = erasure.erase_user(conn, user_id)
+        if erased is not None:  # their comments show no name and no text any more
+            renders.for_settings(current.service().settings).save_author(conn, user_id)
     if erased is None:
         click.echo(f"No user has id {user_id}.", err=True)
         sys.exit(1)
@@ -86,5 +88,23 @@ def purge_idempotency_keys_command() -> None:
                f"older than {hours:g} h.")
 
 
+@click.command("rerender")
+@with_appcontext
+@click.option("--user", "user_id", type=int,
+              help="Only this user's comments (after their name or avatar changed).")
+def rerender_command(user_id: int | None) -> None:
+    """Render again what comments show to every viewer, where it is missing or out of
+    date: after a user's name or avatar was changed outside the service, or the time
+    zone or default avatar setting changed. Pages stay right meanwhile (a stale render is
+    never served), only slower. In batches, each its own transaction."""
+    renderer = renders.for_settings(current.service().settings)
+    if user_id is None:
+        done = renderer.save_stale(_engine())
+    else:
+        with engine.writing(_engine(), unlimited=True) as conn:
+            done = renderer.save_author(conn, user_id)
+    click.echo(f"Rendered {done} comment{'s' if done != 1 else ''}.")
+
+
 COMMANDS = (create_token_command, revoke_token_command, staff_command, erase_user_command,
-            purge_idempotency_keys_command)
+            purge_idempotency_keys_command, rerender_command)

@@ -14,6 +14,7 @@ __all__ = [
     "page_url",
     "parse_page",
     "position_range",
+    "requested_page",
 ]
 
 _ASCII_DIGITS = re.compile(r"[0-9]+")
@@ -67,6 +68,32 @@ def parse_page(raw: str | None, num_pages: int) -> int:
         return int(digits)
     shown = raw if len(raw) <= 20 else raw[:20] + "..."
     raise InvalidPage(f"page {shown!r} is not a page from 1 to {num_pages}")
+
+
+# A page number no list reaches, for the page read of a ``page`` that names none: it then
+# reads no comment, and the paginator answers 404 from the list's size.
+BEYOND_ANY_LIST = 2**40
+
+
+def requested_page(raw: str | None) -> int:
+    """The page a one-statement page read asks for, before the list's size is known: the
+    number, 0 for ``last``; ``parse_page`` then decides whether the list has that page.
+
+    >>> requested_page(None), requested_page("last"), requested_page("007")
+    (1, 0, 7)
+    >>> requested_page("x") == requested_page("9" * 30) == BEYOND_ANY_LIST
+    True
+    """
+    if raw is None or raw == "":
+        return 1
+    if raw == "last":
+        return 0
+    if _ASCII_DIGITS.fullmatch(raw) is None:
+        return BEYOND_ANY_LIST
+    digits = raw.lstrip("0")
+    if len(digits) > 12:
+        return BEYOND_ANY_LIST
+    return min(int(digits or "0"), BEYOND_ANY_LIST) or BEYOND_ANY_LIST
 
 
 def position_range(page: int, page_size: int, count: int) -> tuple[int, int]:

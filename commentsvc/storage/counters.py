@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from psycopg2 import extensions
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.pool import PoolProxiedConnection
@@ -29,10 +30,17 @@ from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.engine import read_snapshot
 from commentsvc.storage.queries.listing import (
     EXECUTE_LIST_STATE,
+    EXECUTE_PAGE_READ,
     LIST_STATE,
+    PAGE_READ_PARAMETERS,
+    PAGE_ROW_TYPES,
     PREPARE_LIST_STATE,
+    PREPARE_PAGE_READS,
+    page_read,
 )
 from commentsvc.storage.store import ListState
+
+T = TypeVar("T")
 
 _PLACEHOLDER = {"pyformat": "%s", "format": "%s", "qmark": "?", "numeric": ":1"}
 
@@ -76,23 +84,37 @@ class ListStateReader:
 
     def read(self, list_key: str) -> ListState:
         """The size and version of the list ``list_key`` (an empty list: 0, 0)."""
-        if self._engine.dialect.name != "postgresql":
-            row: Sequence[Any] | None = self._read_through_engine(list_key)
-        else:
-            try:
-                row = self._fetch(list_key)
-            except self._engine.dialect.loaded_dbapi.Error as exc:
-                if getattr(exc, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT:
-                    self.uses_prepared = False
-                self.discard()
-                if isinstance(exc, DatabaseNoAnswer):  # no answer: another try waits as long
-                    raise outage.hung(self._engine, exc) from exc
-                row = read_snapshot(self._engine, lambda conn: self._read_on(conn, list_key))
+        row = self._run(lambda cursor: self._fetch_state(cursor, list_key),
+                        lambda conn: self._read_on(conn, list_key))
         return ListState(row[0], row[1]) if row else ListState(0, 0)
 
-    def _read_through_engine(self, list_key: str) -> Row[Any] | None:
-        with self._engine.connect() as conn:
-            return self._read_on(conn, list_key)
+    def read_page(self, read: PageRead) -> tuple[ListState, list[tuple[Any, ...]]]:
+        """A whole page in one statement (queries.listing.page_read): the list's state and
+        its comment rows, in list order."""
+        rows = self._run(lambda cursor: self._fetch_page(cursor, read),
+                         lambda conn: _page_on(conn, read))
+        first = rows[0]
+        return ListState(first[0], first[1]), rows if first[2] is not None else []
+
+    def _run(self, on_cursor: Callable[[Any], T], on_engine: Callable[[Connection], T]) -> T:
+        """``on_cursor`` on this thread's kept connection (PostgreSQL), else ``on_engine``
+        in a snapshot; a failed kept connection is thrown away and the read made through
+        the engine instead."""
+        if self._engine.dialect.name != "postgresql":
+            return read_snapshot(self._engine, on_engine)
+        try:
+            cursor = self._connection().cursor()
+            try:
+                return on_cursor(cursor)
+            finally:
+                cursor.close()
+        except self._engine.dialect.loaded_dbapi.Error as exc:
+            if getattr(exc, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT:
+                self.uses_prepared = False
+            self.discard()
+            if isinstance(exc, DatabaseNoAnswer):  # no answer: another try waits as long
+                raise outage.hung(self._engine, exc) from exc
+            return read_snapshot(self._engine, on_engine)
 
     @staticmethod
     def _read_on(conn: Connection, list_key: str) -> Row[Any] | None:
@@ -125,13 +147,18 @@ class ListStateReader:
         else:
             _inherited.append(fairy)
 
-    def _fetch(self, list_key: str) -> tuple[Any, ...] | None:
-        cursor = self._connection().cursor()
-        try:
-            cursor.execute(EXECUTE_LIST_STATE if self.uses_prepared else self._sql, (list_key,))
-            return cursor.fetchone()
-        finally:
-            cursor.close()
+    def _fetch_state(self, cursor: Any, list_key: str) -> tuple[Any, ...] | None:
+        cursor.execute(EXECUTE_LIST_STATE if self.uses_prepared else self._sql, (list_key,))
+        row: tuple[Any, ...] | None = cursor.fetchone()
+        return row
+
+    def _fetch_page(self, cursor: Any, read: PageRead) -> list[tuple[Any, ...]]:
+        if self.uses_prepared:
+            cursor.execute(EXECUTE_PAGE_READ[read.kind], read.values())
+        else:
+            cursor.execute(_pyformat(page_read(read.kind, "postgresql")), read.parameters())
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
     def _connection(self) -> extensions.connection:
         held = getattr(self._local, "held", None)
@@ -151,6 +178,7 @@ class ListStateReader:
             try:
                 with dbapi_connection.cursor() as cursor:
                     cursor.execute(PREPARE_LIST_STATE)
+                    cursor.execute(PREPARE_PAGE_READS)
             except self._engine.dialect.loaded_dbapi.Error:
                 self.uses_prepared = False  # a server or pooler that will not prepare
         self._local.held = (os.getpid(), fairy)
@@ -164,6 +192,45 @@ def _close_quietly(fairy: PoolProxiedConnection) -> None:
         fairy.close()
     except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone
         pass
+
+
+@dataclass(frozen=True, slots=True)
+class PageRead:
+    """What a one-statement page read needs: the list, the page (0: the last), its size,
+    the replies embedded per root (0: all) and the display key of stored renders."""
+
+    kind: str  # "site", "kind" or "target"
+    list_key: str
+    page: int
+    size: int
+    cap: int
+    display: str
+    content_type: str | None = None
+    object_id: int | None = None
+
+    def parameters(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in PAGE_READ_PARAMETERS[self.kind]}
+
+    def values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in PAGE_READ_PARAMETERS[self.kind])
+
+
+def _pyformat(sql: str) -> str:
+    """A statement's :name parameters in psycopg2's %(name)s style."""
+    return re.sub(r":([a-z_]+)\b", r"%(\1)s", sql)
+
+
+_PAGE_STATEMENTS: dict[tuple[str, str], Any] = {}
+
+
+def _page_on(conn: Connection, read: PageRead) -> list[tuple[Any, ...]]:
+    """The page read through SQLAlchemy (SQLite, or a kept connection that failed)."""
+    key = (read.kind, conn.dialect.name)
+    statement = _PAGE_STATEMENTS.get(key)
+    if statement is None:
+        statement = _PAGE_STATEMENTS[key] = text(
+            page_read(read.kind, conn.dialect.name)).columns(**PAGE_ROW_TYPES)
+    return [tuple(row) for row in conn.execute(statement, read.parameters())]
 
 
 class CounterReaders:

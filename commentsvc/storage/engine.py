@@ -6,6 +6,7 @@ Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension s
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sqlite3
 import threading
@@ -137,6 +138,8 @@ def _add_sqlite_hooks(engine: Engine) -> None:
         for pragma in connections.SQLITE_PRAGMAS:
             cursor.execute(pragma)
         cursor.close()
+        # PostgreSQL's md5(), which a page read uses to check stored renders (rules.rendered)
+        dbapi_connection.create_function("md5", 1, _md5, deterministic=True)
 
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn: Connection) -> None:
@@ -144,6 +147,13 @@ def _add_sqlite_hooks(engine: Engine) -> None:
         conn.exec_driver_sql(connections.BEGIN_WRITER if immediate else connections.BEGIN)
 
     engine.dispose()  # connections made before the hooks get them on reconnect
+
+
+def _md5(value: str | None) -> str | None:
+    """PostgreSQL's md5(text): the hex MD5 of the text's UTF-8, NULL for NULL."""
+    if value is None:
+        return None
+    return hashlib.md5(str(value).encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 WRITER_OPTION = "commentsvc_writer"

@@ -1,30 +1,32 @@
 """The two reads: one comment, and a list's page.
 
-GET on a list reads the list's counter row once, then makes one decision (304, a cached
-body, or a page built and cached) in web.conditional.
-
-A 304 or a cached page needs that one read only, made without a transaction
-(storage.counters). A page to build is read in a snapshot: when neither a cache nor an
-If-None-Match could spare the work, the counter row is read in that snapshot itself;
-otherwise the page's rows carry the list's version, and a snapshot that sees another
-version (a write came in between) answers from its own state instead.
+A page to build is read in one statement, which brings the list's size and version, the
+page's comments and their replies (storage.counters.ListStateReader.read_page: one round
+trip, a prepared statement on PostgreSQL), and rendered from each comment's stored part
+(rules.rendered). When a response cache or an If-None-Match could spare that work, the
+list's counter row is read first, alone, and web.conditional decides: 304, the cached
+body, or the page built (under the tag of the state its own read saw).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from flask import Request, Response
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
+from commentsvc.rules.pagination import requested_page
+from commentsvc.rules.rendered import results
 from commentsvc.storage import store
+from commentsvc.storage.counters import ListStateReader, PageRead
 from commentsvc.storage.engine import read_snapshot
 from commentsvc.web import browsable, conditional
 from commentsvc.web.exceptions import NotFound
 from commentsvc.web.negotiation import JSON
 from commentsvc.web.paginator import Page
-from commentsvc.web.rendering import DESCRIPTION, json_headers, list_responder, results
+from commentsvc.web.rendering import DESCRIPTION, display_of, json_headers, list_responder
+from commentsvc.web.request_args import last
 
 if TYPE_CHECKING:
     from commentsvc.rules.comment_lists import CommentList
@@ -56,53 +58,53 @@ class ListPage:
 
     def response(self, engine: Engine) -> Response:
         """The page read from ``engine`` (the primary's or a replica's)."""
-        if self.service.page_cache is None and not self.req.if_none_match:
-            return read_snapshot(engine, lambda conn: self._answer(
-                store.state(conn, self.comments), conn, engine))
         reader = self.service.counter_readers.for_engine(engine)
-        return self._answer(reader.read(self.comments.key), None, engine)
-
-    def _answer(self, state: store.ListState, conn: Connection | None,
-                engine: Engine) -> Response:
-        """304, the cached body or the built page, for the list in ``state``; ``conn`` is
-        the snapshot ``state`` was read in, if it was."""
-        page = self.paginator.paginate(self.req, self.comments, state, self.page_size)
-        tagged = conditional.tagged(self.req, state, page.query, self.service.settings,
-                                    self.viewer, self.representation)
+        if self.service.page_cache is None and not self.req.if_none_match:
+            return self._built(reader, engine, None)
+        tagged = self._tagged(reader.read(self.comments.key))[1]
         return conditional.answer(self.req, tagged, self.service.page_cache, self.respond,
-                                  lambda: self._built(page, tagged, conn, engine))
+                                  lambda: self._built(reader, engine, tagged))
 
-    def _built(self, page: Page, tagged: conditional.Tagged, conn: Connection | None,
-               engine: Engine) -> Response:
-        if conn is not None:
-            return self._render(conn, page, tagged, version=None)
+    def _tagged(self, state: store.ListState) -> tuple[Page, conditional.Tagged]:
+        """The page asked for of the list in ``state`` (404 if it has none) and its tag."""
+        page = self.paginator.paginate(self.req, self.comments, state, self.page_size)
+        return page, conditional.tagged(self.req, state, page.query, self.service.settings,
+                                        self.viewer, self.representation)
 
-        def in_snapshot(snapshot: Connection) -> Response:
-            try:
-                return self._render(snapshot, page, tagged, version=page.state.version)
-            except store.ListMoved:  # a write came in between: answer as this snapshot
-                return self._answer(store.state(snapshot, self.comments), snapshot, engine)
+    def _built(self, reader: ListStateReader, engine: Engine,
+               tagged: conditional.Tagged | None) -> Response:
+        """The page read in one statement, rendered, then cached under its tag.
 
-        return read_snapshot(engine, in_snapshot)
-
-    def _render(self, conn: Connection, page: Page, tagged: conditional.Tagged,
-                version: int | None) -> Response:
-        """The page read from ``conn`` and rendered, then cached under its tag."""
+        The read brings the list's state with it; when a write came in since ``tagged``
+        was made, the page is the one this state gives, under its own tag.
+        """
         settings = self.service.settings
-        entries = store.page(conn, self.comments, *page.positions,
-                             reply_cap=settings.max_embedded_replies, version=version)
-        data = self.paginator.get_paginated_response(
-            self.req, page, results(entries, settings, self.viewer))
+        state, rows = reader.read_page(self._page_read())
+        page, tagged = self._tagged(state)
+        entries = results(rows, display_of(settings), self.viewer)
+        data = self.paginator.get_paginated_response(self.req, page, entries)
         body = orjson.dumps(data) if self.representation == JSON else self._page_html(
-            conn, page, data, entries, tagged)
+            engine, page, data, entries, tagged)
         if self.service.page_cache is not None:
             self.service.page_cache.put(tagged.tag, body)
         return self.respond(body, 200, tagged.headers)
 
-    def _page_html(self, conn: Connection, page: Page, data: dict[str, object],
-                   entries: list[store.Comment], tagged: conditional.Tagged) -> bytes:
+    def _page_read(self) -> PageRead:
+        settings, comments = self.service.settings, self.comments
+        kind = "site" if comments.content_type is None else (
+            "kind" if comments.object_id is None else "target")
+        return PageRead(kind, comments.key, requested_page(last(self.req, "page")),
+                        self.page_size, settings.max_embedded_replies,
+                        settings.render_display, comments.content_type, comments.object_id)
+
+    def _page_html(self, engine: Engine, page: Page, data: dict[str, object],
+                   entries: list[dict[str, Any]], tagged: conditional.Tagged) -> bytes:
         """The browsable page of ``data``, with what the viewer may do to each comment."""
-        shown_ids = [c.id for c in entries] + [r.id for c in entries for r in c.replies or []]
+        targets = None
+        if self.viewer is not None:
+            shown_ids = [c["id"] for c in entries] + [
+                r["id"] for c in entries for r in c["replies"] or []]
+            targets = read_snapshot(engine, lambda conn: store.targets(conn, shown_ids))
         return browsable.list_page(
             self.req, data, page=page.number, viewer=self.viewer,
             content_types=self.service.settings.content_types,
@@ -110,5 +112,4 @@ class ListPage:
             max_body_length=self.service.settings.max_body_length,
             json_headers=json_headers({"ETag": tagged.json_tag,
                                        "Cache-Control": tagged.headers["Cache-Control"]}),
-            name="Comment List", summary=DESCRIPTION,
-            targets=store.targets(conn, shown_ids) if self.viewer is not None else None)
+            name="Comment List", summary=DESCRIPTION, targets=targets)

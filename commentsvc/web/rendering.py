@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Request, Response, url_for
 from marshmallow import Schema
+from sqlalchemy.engine import Connection
 
 from commentsvc.rules.schemas import Display, dump_comments
 from commentsvc.settings import Settings
+from commentsvc.storage import renders
 from commentsvc.storage.store import Comment
 from commentsvc.web import browsable, options_description
 from commentsvc.web.auth import Viewer
@@ -41,10 +43,10 @@ def display_of(settings: Settings, viewer: Viewer | None = None) -> Display:
     return Display(tz=settings.tzinfo, default_avatar=settings.default_avatar, viewer=viewer)
 
 
-def results(comments: list[Comment], settings: Settings,
-            viewer: Viewer | None) -> list[dict[str, Any]]:
-    """A page's ``results``: each comment as the schema dumps it for ``viewer``."""
-    return dump_comments(comments, display_of(settings, viewer))
+def keep_render(conn: Connection, comment: Comment, settings: Settings) -> None:
+    """Store what ``comment`` shows to everyone, as it is now (rules.rendered), in the
+    transaction that changed it."""
+    renders.for_settings(settings).save(conn, [comment])
 
 
 def location_of(comment_id: int) -> str:

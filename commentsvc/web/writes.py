@@ -19,7 +19,7 @@ from commentsvc.storage import posting, store
 from commentsvc.storage.engine import get_engine, writing
 from commentsvc.web import auth, browser_session, idempotency
 from commentsvc.web.exceptions import NotFound, PermissionDenied, ValidationFailed
-from commentsvc.web.rendering import location_of, shown
+from commentsvc.web.rendering import keep_render, location_of, shown
 
 if TYPE_CHECKING:
     from commentsvc.service import CommentService
@@ -72,6 +72,7 @@ def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
             posting.check(conn, fields, settings.target_exists)
             service.post_limiter.take(viewer.id)
             comment = one(conn, posting.write(conn, viewer.id, fields), service)
+            keep_render(conn, comment, settings)
             location = location_of(comment.id)
             payload = shown(comment, settings, viewer)
             idempotency.remember(conn, write, 201, payload, location, comment.id)
@@ -95,8 +96,11 @@ def mark_read(req: Request, viewer: auth.Viewer, comment_id: int,
             facts = existing(conn, comment_id)
             if not permissions.can_mark_read(viewer, facts.content_type, facts.object_id):
                 raise PermissionDenied()
-            store.set_read(conn, comment_id, is_read)
-            payload = shown(one(conn, comment_id, service), settings, viewer)
+            comment = one(conn, comment_id, service)
+            if store.set_read(conn, comment_id, is_read):
+                comment.is_read = is_read
+                keep_render(conn, comment, settings)
+            payload = shown(comment, settings, viewer)
             idempotency.remember(conn, write, 200, payload, None, comment_id)
     service.reads.wrote(viewer.id)
     if replay is not None:
@@ -115,7 +119,8 @@ def delete(req: Request, viewer: auth.Viewer, comment_id: int,
             facts = existing(conn, comment_id)
             if not permissions.can_delete(viewer, facts.author_id):
                 raise PermissionDenied()
-            store.soft_delete(conn, comment_id)
+            if store.soft_delete(conn, comment_id):
+                keep_render(conn, one(conn, comment_id, service), service.settings)
             idempotency.forget_text(conn, [comment_id])
             idempotency.remember(conn, write, 204, None, None, comment_id)
     service.reads.wrote(viewer.id)

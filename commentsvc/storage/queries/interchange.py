@@ -33,6 +33,8 @@ COMMENT_TABLE = "commentsvc_comment"
 COMMENT_COLUMNS = ("id", "content_type", "object_id", "parent_id", "author_id", "body",
                    "date_added", "is_deleted", "is_anonymous", "is_read",
                    "site_pos", "kind_pos", "target_pos")
+# A comment's stored render and its key (rules.rendered), when rows come with them.
+RENDER_COLUMNS = ("shown", "shown_key")
 
 # Rows in COPY's text format streamed into one table's columns (PostgreSQL), the names
 # filled in as quoted identifiers by interchange.copy_rows. Returns nothing; every index

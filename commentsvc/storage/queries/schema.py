@@ -6,10 +6,16 @@ from __future__ import annotations
 # Columns added after a table was first created, by (table, column), each with the
 # statement that adds it: an older database gets them from init-db (CREATE TABLE IF NOT
 # EXISTS leaves it as it was). No rows; rewrites nothing but the catalog (a constant
-# default).
+# default, or none).
 ADD_LATER_COLUMNS = {
     ("commentsvc_user", "is_staff"): """
         ALTER TABLE commentsvc_user ADD COLUMN is_staff BOOLEAN NOT NULL DEFAULT FALSE
+    """,
+    ("commentsvc_comment", "shown"): """
+        ALTER TABLE commentsvc_comment ADD COLUMN shown TEXT
+    """,
+    ("commentsvc_comment", "shown_key"): """
+        ALTER TABLE commentsvc_comment ADD COLUMN shown_key VARCHAR(32)
     """,
 }
 

@@ -1,0 +1,112 @@
+"""What a comment shows to everyone, rendered once and stored, and the list entry made of it.
+
+Most of a list entry does not depend on who asks: the escaped body, the author's name, URL
+and avatar, the date in the configured time zone. The schema (``STORED_SCHEMA``, the
+comment schema's own fields) renders that part when the comment is written or imported,
+and it is stored beside the comment as JSON. A page then only adds what depends on the
+viewer (``can_delete``, ``can_reply``) and the replies.
+
+What the stored part depends on besides the comment (the time zone and default avatar
+settings, the author's name and avatar) is summed up in its key (``render_key``). A page
+read compares the key with the author's current row, so a stored part that is out of
+date (a user renamed behind the service's back, a new time zone) is never served: that
+comment is rendered again on the spot, and the ``rerender`` command brings the stored ones
+up to date.
+"""
+
+from __future__ import annotations
+
+from hashlib import md5
+from typing import Any, cast
+
+import orjson
+from marshmallow.experimental.context import Context
+
+from commentsvc.rules import permissions
+from commentsvc.rules.schemas import CommentSchema, Display, ReplySchema
+from commentsvc.storage.store import Comment
+
+# The fields a comment shows alike to every viewer, in the interface's order; the rest
+# of a list entry (can_delete, can_reply, replies) is added per request.
+STORED_FIELDS = tuple(name for name in CommentSchema().dump_fields
+                      if name not in ("can_delete", "can_reply", "replies"))
+STORED_SCHEMA = ReplySchema(only=STORED_FIELDS)
+
+
+def display_key(time_zone: str, default_avatar: str) -> str:
+    """The settings a stored part depends on, spelled so that keys cannot run together.
+
+    >>> display_key("UTC", "/a.png")
+    "17:('UTC', '/a.png')"
+    """
+    spelled = repr((time_zone, default_avatar))
+    return f"{len(spelled)}:{spelled}"
+
+
+def render_key(display: str, username: str, avatar: str | None) -> str:
+    """The key of a stored part: an MD5 of the display settings and the author's row.
+
+    The database computes the same from the author's current row when it reads a page
+    (queries.listing), so both sides must agree: the name is prefixed with its length
+    in characters, and no avatar counts as an empty one (both show the default).
+
+    >>> render_key(display_key("UTC", "/a.png"), "Ann", None)
+    '9ae938463d8be797d705ee7a17177a2d'
+    """
+    material = f"{display}{len(username)}:{username}{avatar or ''}"
+    return md5(material.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def render(comment: Comment, display: Display, key_prefix: str) -> tuple[str, str]:
+    """The stored part of ``comment`` (JSON text) and its key."""
+    with _context(display):
+        shown = STORED_SCHEMA.dump(comment)
+    return (orjson.dumps(shown).decode("utf-8"),
+            render_key(key_prefix, comment.username, comment.avatar))
+
+
+def with_viewer(shown: dict[str, Any], author_id: int, is_deleted: bool,
+                viewer: permissions.User | None) -> dict[str, Any]:
+    """The stored part completed with what ``viewer`` may do (the schema's getters ask
+    the same two rules), in the interface's order; a list adds ``replies`` after them."""
+    shown["can_delete"] = permissions.can_delete(viewer, author_id)
+    shown["can_reply"] = permissions.can_reply(viewer, is_deleted)
+    return shown
+
+
+def stored_part(comment: Comment, display: Display) -> dict[str, Any]:
+    """The stored part of ``comment`` rendered now, as a dict (a page that found the stored
+    one out of date)."""
+    with _context(display):
+        return cast(dict[str, Any], STORED_SCHEMA.dump(comment))
+
+
+def _context(display: Display) -> Context[Display]:
+    return Context(display)
+
+
+def results(rows: list[tuple[Any, ...]], display: Display,
+            viewer: permissions.User | None) -> list[dict[str, Any]]:
+    """A page's ``results`` from the rows of a one-statement page read (queries.listing:
+    the page's entries in list order, then the replies), as the comment schema dumps them.
+
+    Each entry is its stored part, or the schema's render of its raw columns when the
+    stored one is missing or out of date.
+    """
+    entries: list[dict[str, Any]] = []
+    threads: dict[int, list[dict[str, Any]]] = {}
+    for (_n, _version, part, comment_id, parent_id, author_id, is_deleted, shown,
+         username, avatar, body, date_added, is_anonymous, is_read) in rows:
+        if shown is not None:
+            fields = orjson.loads(shown)
+        else:
+            fields = stored_part(Comment(comment_id, parent_id, author_id, username, avatar,
+                                         body, date_added, is_deleted, is_anonymous, is_read),
+                                 display)
+        entry = with_viewer(fields, author_id, is_deleted, viewer)
+        if part == 1:
+            entry["replies"] = threads.setdefault(comment_id, []) if parent_id is None else None
+            entries.append(entry)
+        else:
+            threads[parent_id].append(entry)
+    return entries

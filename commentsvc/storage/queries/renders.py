@@ -1,0 +1,67 @@
+"""SQL that keeps each comment's stored render (rules.rendered) up to date."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Boolean, DateTime, bindparam, text
+from sqlalchemy.types import TypeEngine
+
+_ROW_TYPES: dict[str, TypeEngine[Any]] = {
+    "date_added": DateTime(), "is_deleted": Boolean(), "is_anonymous": Boolean(),
+    "is_read": Boolean(),
+}
+_COLUMNS = """c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
+           c.is_deleted, c.is_anonymous, c.is_read"""
+# Whether a comment's stored render is missing or was made from other display settings,
+# or another name or avatar of its author (the page read's check: queries.listing).
+_STALE = """(c.shown_key IS NULL
+             OR c.shown_key <> md5(:display || length(u.username) || ':' || u.username
+                                   || COALESCE(u.avatar, '')))"""
+
+# Comments by id, as the renderer needs them (primary key).
+COMMENTS_BY_ID = text(f"""
+    SELECT {_COLUMNS}
+    FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.id IN :ids
+""").bindparams(bindparam("ids", expanding=True)).columns(**_ROW_TYPES)
+
+# The next comments after :after, in id order, whose render is missing or out of date (a
+# walk of the primary key, a batch at a time).
+STALE_AFTER = text(f"""
+    SELECT {_COLUMNS}
+    FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.id > :after AND {_STALE}
+    ORDER BY c.id
+    LIMIT :batch
+""").columns(**_ROW_TYPES)
+
+# The same, only comments without a render at all (after an import).
+MISSING_AFTER = text(f"""
+    SELECT {_COLUMNS}
+    FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.id > :after AND c.shown_key IS NULL
+    ORDER BY c.id
+    LIMIT :batch
+""").columns(**_ROW_TYPES)
+
+# Every comment of one author (a scan: author_id has no index; renames and erasure are
+# rare).
+BY_AUTHOR = text(f"""
+    SELECT {_COLUMNS}
+    FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
+    WHERE c.author_id = :author_id
+""").columns(**_ROW_TYPES)
+
+# Store one comment's render (primary key; SQLite runs it for many at once).
+SAVE = text("""
+    UPDATE commentsvc_comment SET shown = :shown, shown_key = :shown_key WHERE id = :id
+""")
+
+# Store the renders of many comments in one statement (PostgreSQL; primary key).
+SAVE_MANY = text("""
+    UPDATE commentsvc_comment AS c SET shown = v.shown, shown_key = v.shown_key
+    FROM unnest(CAST(:ids AS BIGINT[]), CAST(:shown AS TEXT[]), CAST(:keys AS TEXT[]))
+         AS v (id, shown, shown_key)
+    WHERE c.id = v.id
+""")
