@@ -68,3 +68,17 @@ def assert_positions_exact(conn) -> None:
         members.sort()
         assert [pos for _, pos in members] == list(range(1, len(members) + 1)), key
         assert counters[key] == len(members), key
+
+
+def slow_page_reads(monkeypatch, seconds: float) -> None:
+    """Every page read (PostgreSQL) runs a statement that outlasts any small timeout first,
+    on the connection it reads on."""
+    from commentsvc.storage import counters
+
+    original = counters.ListStateReader._fetch_page
+
+    def slowed(self, cursor, read):
+        cursor.execute("SELECT pg_sleep(%s)", (seconds,))
+        return original(self, cursor, read)
+
+    monkeypatch.setattr(counters.ListStateReader, "_fetch_page", slowed)

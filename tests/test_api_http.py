@@ -123,12 +123,12 @@ def test_missing_trailing_slash_redirects(client):
 
 
 def test_unexpected_error_is_json_500_without_a_traceback(client, monkeypatch):
-    from commentsvc.storage import store
+    from commentsvc.storage import counters
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(store, "page", broken)
+    monkeypatch.setattr(counters.ListStateReader, "read_page", broken)
     response = client.get(URL)
     assert_error(response, 500, "A server error occurred.")
     assert b"secret" not in response.data and b"Traceback" not in response.data

@@ -59,7 +59,7 @@ def test_postgres_outage_is_503_and_the_service_recovers_by_itself(postgres_url,
 @pytest.mark.parametrize("exc", [sa.exc.OperationalError("SELECT 1", {}, Exception("gone")),
                                  sa.exc.TimeoutError("pool exhausted")])
 def test_database_errors_map_to_503(client, monkeypatch, exc):
-    from commentsvc.storage import counters, store
+    from commentsvc.storage import counters
 
     def failing(*_args, **_kwargs):
         raise exc
@@ -68,7 +68,7 @@ def test_database_errors_map_to_503(client, monkeypatch, exc):
     assert_error(client.get("/api/comments/"), 503, UNAVAILABLE)
     monkeypatch.undo()
     assert client.get("/api/comments/").status_code == 200  # an empty list's page 1 is built
-    monkeypatch.setattr(store, "page", failing)  # the counter was read: the slice fails
+    monkeypatch.setattr(counters.ListStateReader, "read_page", failing)  # the page read fails
     assert_error(client.get("/api/comments/?page_size=5"), 503, UNAVAILABLE)
 
 

@@ -22,10 +22,10 @@ from commentsvc import settings
 from commentsvc.interchange import ndjson
 from commentsvc.operations import demo
 from commentsvc.standalone import create_app
-from commentsvc.storage import deadline, outage, store
+from commentsvc.storage import deadline, outage
 from commentsvc.storage import engine as db
 from conftest import Community, make_app
-from helpers import assert_error
+from helpers import assert_error, slow_page_reads
 
 UNAVAILABLE = "The database is unavailable. Try again shortly."
 
@@ -126,7 +126,7 @@ def test_a_read_the_server_does_not_answer_is_503_within_the_deadline(deadline_a
     Community(app)
     client = app.test_client()
     assert client.get("/api/comments/").status_code == 200
-    monkeypatch.setattr(store, "page", _slow(store.page, 2))
+    slow_page_reads(monkeypatch, 2)
     caplog.set_level(logging.WARNING, "commentsvc.database")
     started = time.monotonic()
     response = client.get("/api/comments/")

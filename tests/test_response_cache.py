@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commentsvc.storage import engine, store
+from commentsvc.storage import counters, engine, store
 from commentsvc.storage.page_cache import ResponseCache
 from conftest import insert_records
 
@@ -28,13 +28,13 @@ def test_a_body_larger_than_the_cache_is_not_kept():
 
 def count_page_builds(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = store.page
+    real = counters.ListStateReader.read_page
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(store, "page", counting)
+    monkeypatch.setattr(counters.ListStateReader, "read_page", counting)
     return calls
 
 

@@ -11,9 +11,9 @@ from commentsvc.interchange import ndjson
 from commentsvc.operations import demo
 from commentsvc.standalone import create_app
 from commentsvc.storage import engine as db
-from commentsvc.storage import posting, store
+from commentsvc.storage import posting
 from conftest import Community, make_app
-from helpers import assert_error
+from helpers import assert_error, slow_page_reads
 
 UNAVAILABLE = "The database is unavailable. Try again shortly."
 
@@ -65,7 +65,7 @@ def test_a_slow_read_is_cancelled_and_answered_503(postgres_url, monkeypatch):
     try:
         Community(app)
         client = app.test_client()
-        monkeypatch.setattr(store, "page", _slow(store.page))
+        slow_page_reads(monkeypatch, 2)
         response = client.get("/api/comments/")
         assert_error(response, 503, UNAVAILABLE)
         assert response.headers["Retry-After"] == "5"

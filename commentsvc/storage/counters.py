@@ -98,23 +98,34 @@ class ListStateReader:
 
     def _run(self, on_cursor: Callable[[Any], T], on_engine: Callable[[Connection], T]) -> T:
         """``on_cursor`` on this thread's kept connection (PostgreSQL), else ``on_engine``
-        in a snapshot; a failed kept connection is thrown away and the read made through
-        the engine instead."""
+        in a snapshot.
+
+        A kept connection that turns out dead (or lost its prepared statements) is thrown
+        away and the read made through the engine instead, as any read on a dead pooled
+        connection is made again. Any other error (a statement timeout, say) is the read's
+        own: it is raised as SQLAlchemy's, which the service answers with 503.
+        """
         if self._engine.dialect.name != "postgresql":
             return read_snapshot(self._engine, on_engine)
+        dbapi_connection = None
         try:
-            cursor = self._connection().cursor()
-            try:
-                return on_cursor(cursor)
-            finally:
-                cursor.close()
+            dbapi_connection = self._connection()
+            with dbapi_connection.cursor() as cursor:
+                result = on_cursor(cursor)
+            outage.answered(self._engine)
+            return result
         except self._engine.dialect.loaded_dbapi.Error as exc:
-            if getattr(exc, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT:
+            prepared_gone = getattr(exc, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT
+            if prepared_gone:
                 self.uses_prepared = False
-            self.discard()
             if isinstance(exc, DatabaseNoAnswer):  # no answer: another try waits as long
+                self.discard()
                 raise outage.hung(self._engine, exc) from exc
-            return read_snapshot(self._engine, on_engine)
+            if dbapi_connection is None or dbapi_connection.closed or prepared_gone:
+                self.discard()
+                return read_snapshot(self._engine, on_engine)
+            raise sa_exc.DBAPIError.instance(
+                None, None, exc, self._engine.dialect.loaded_dbapi.Error) from exc
 
     @staticmethod
     def _read_on(conn: Connection, list_key: str) -> Row[Any] | None:

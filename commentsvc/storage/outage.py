@@ -141,6 +141,14 @@ def hung(engine: Engine, exc: DatabaseNoAnswer) -> sa_exc.OperationalError:
     return sa_exc.OperationalError(None, None, exc)
 
 
+def answered(engine: Engine) -> None:
+    """A statement of ``engine``'s database succeeded on a connection SQLAlchemy does not
+    see (the list-state reader's own): recorded as ``after_cursor_execute`` would."""
+    outage = _outages.get(engine)
+    if outage is not None and outage.down_since is not None:
+        outage.answered()
+
+
 def outage_of(engine: Engine) -> Outage | None:
     return _outages.get(engine)
 

@@ -13,6 +13,8 @@ from flask import Request
 from commentsvc.rules import pagination
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.rules.schemas import ListQuerySchema
+from commentsvc.settings import Settings
+from commentsvc.storage.counters import PageRead
 from commentsvc.storage.store import ListState
 from commentsvc.web import request_args
 from commentsvc.web.exceptions import NotFound
@@ -59,6 +61,19 @@ class PageNumberPagination:
             raise NotFound("Invalid page.") from exc
         return Page(comments, state, number, num_pages, page_size,
                     request_args.raw_query(request))
+
+    @staticmethod
+    def page_read(request: Request, comments: CommentList, page_size: int, settings: Settings,
+                  ) -> PageRead:
+        """The one-statement read of the page asked for, before the list's size is known
+        (a ``page`` the list turns out not to have reads no comment; ``paginate`` then
+        answers 404)."""
+        kind = "site" if comments.content_type is None else (
+            "kind" if comments.object_id is None else "target")
+        return PageRead(kind, comments.key,
+                        pagination.requested_page(request_args.last(request, "page")),
+                        page_size, settings.max_embedded_replies, settings.render_display,
+                        comments.content_type, comments.object_id)
 
     @staticmethod
     def get_paginated_response(request: Request, page: Page,

@@ -16,21 +16,19 @@ import orjson
 from flask import Request, Response
 from sqlalchemy.engine import Engine
 
-from commentsvc.rules.pagination import requested_page
 from commentsvc.rules.rendered import results
 from commentsvc.storage import store
-from commentsvc.storage.counters import ListStateReader, PageRead
 from commentsvc.storage.engine import read_snapshot
 from commentsvc.web import browsable, conditional
 from commentsvc.web.exceptions import NotFound
 from commentsvc.web.negotiation import JSON
 from commentsvc.web.paginator import Page
 from commentsvc.web.rendering import DESCRIPTION, display_of, json_headers, list_responder
-from commentsvc.web.request_args import last
 
 if TYPE_CHECKING:
     from commentsvc.rules.comment_lists import CommentList
     from commentsvc.service import CommentService
+    from commentsvc.storage.counters import ListStateReader
     from commentsvc.web.auth import Viewer
 
 
@@ -79,7 +77,8 @@ class ListPage:
         was made, the page is the one this state gives, under its own tag.
         """
         settings = self.service.settings
-        state, rows = reader.read_page(self._page_read())
+        state, rows = reader.read_page(self.paginator.page_read(
+            self.req, self.comments, self.page_size, settings))
         page, tagged = self._tagged(state)
         entries = results(rows, display_of(settings), self.viewer)
         data = self.paginator.get_paginated_response(self.req, page, entries)
@@ -88,14 +87,6 @@ class ListPage:
         if self.service.page_cache is not None:
             self.service.page_cache.put(tagged.tag, body)
         return self.respond(body, 200, tagged.headers)
-
-    def _page_read(self) -> PageRead:
-        settings, comments = self.service.settings, self.comments
-        kind = "site" if comments.content_type is None else (
-            "kind" if comments.object_id is None else "target")
-        return PageRead(kind, comments.key, requested_page(last(self.req, "page")),
-                        self.page_size, settings.max_embedded_replies,
-                        settings.render_display, comments.content_type, comments.object_id)
 
     def _page_html(self, engine: Engine, page: Page, data: dict[str, object],
                    entries: list[dict[str, Any]], tagged: conditional.Tagged) -> bytes:
