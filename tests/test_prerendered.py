@@ -10,14 +10,17 @@ from __future__ import annotations
 import itertools
 from datetime import datetime, timedelta
 
+import orjson
 import pytest
 import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from commentsvc.rules import rendered
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.rules.schemas import Display, dump_comments
 from commentsvc.storage import engine, renders, store
+from commentsvc.storage.counters import PageRead
 from commentsvc.web import auth, current
 from conftest import insert_records
 
@@ -126,8 +129,23 @@ def test_served_entries_are_the_schemas_dump(app_factory, rendered_with):
                                 f"&object_id={target}&page_size=100", headers=headers)
             assert served.status_code == 200
             assert served.get_json()["results"] == expected(app, target, viewer)
+            assert_both_ways_agree(app, target, viewer)
 
     check()
+
+
+def assert_both_ways_agree(app, target: int, viewer) -> None:
+    """The JSON answer's fragments and the browsable page's dicts are the same entries."""
+    with app.app_context():
+        settings = current.service().settings
+        reader = current.service().counter_readers.for_engine(engine.get_engine())
+        _, rows = reader.read_page(PageRead(
+            "target", f"target:comics.comicpage:{target}", 1, 100,
+            settings.max_embedded_replies, settings.render_display, "comics.comicpage",
+            target))
+    display = Display(settings.tzinfo, settings.default_avatar)
+    assert orjson.loads(orjson.dumps(rendered.results_json(rows, display, viewer))) == (
+        rendered.results(rows, display, viewer))
 
 
 def test_a_stale_render_is_never_served_and_rerender_brings_it_up_to_date(app, runner):

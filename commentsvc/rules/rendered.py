@@ -16,8 +16,9 @@ up to date.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from hashlib import md5
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import orjson
 from marshmallow.experimental.context import Context
@@ -85,28 +86,74 @@ def _context(display: Display) -> Context[Display]:
     return Context(display)
 
 
-def results(rows: list[tuple[Any, ...]], display: Display,
-            viewer: permissions.User | None) -> list[dict[str, Any]]:
-    """A page's ``results`` from the rows of a one-statement page read (queries.listing:
-    the page's entries in list order, then the replies), as the comment schema dumps them.
-
-    Each entry is its stored part, or the schema's render of its raw columns when the
-    stored one is missing or out of date.
-    """
-    entries: list[dict[str, Any]] = []
-    threads: dict[int, list[dict[str, Any]]] = {}
+def stored_texts(rows: list[tuple[Any, ...]], display: Display) -> Iterator[Stored]:
+    """Each comment of a one-statement page read (queries.listing: the page's entries in
+    list order, then the replies) with the JSON text of its stored part: the stored one,
+    or the schema's render of its raw columns when that is missing or out of date."""
     for (_n, _version, part, comment_id, parent_id, author_id, is_deleted, shown,
          username, avatar, body, date_added, is_anonymous, is_read) in rows:
-        if shown is not None:
-            fields = orjson.loads(shown)
-        else:
-            fields = stored_part(Comment(comment_id, parent_id, author_id, username, avatar,
-                                         body, date_added, is_deleted, is_anonymous, is_read),
-                                 display)
-        entry = with_viewer(fields, author_id, is_deleted, viewer)
-        if part == 1:
-            entry["replies"] = threads.setdefault(comment_id, []) if parent_id is None else None
+        if shown is None:
+            shown = orjson.dumps(stored_part(Comment(
+                comment_id, parent_id, author_id, username, avatar, body, date_added,
+                is_deleted, is_anonymous, is_read), display)).decode("utf-8")
+        yield Stored(part == 1, comment_id, parent_id, author_id, is_deleted, shown)
+
+
+class Stored(NamedTuple):
+    """One comment of a page read: whether it is a page entry (else a reply of one), who
+    wrote it, whether it is deleted, and its stored part as JSON text."""
+
+    listed: bool
+    id: int
+    parent_id: int | None
+    author_id: int
+    is_deleted: bool
+    shown: str
+
+
+def results(rows: list[tuple[Any, ...]], display: Display,
+            viewer: permissions.User | None) -> list[dict[str, Any]]:
+    """A page's ``results`` as the comment schema dumps them for ``viewer`` (dicts: the
+    browsable page shows them)."""
+    entries: list[dict[str, Any]] = []
+    threads: dict[int, list[dict[str, Any]]] = {}
+    for stored in stored_texts(rows, display):
+        entry = with_viewer(orjson.loads(stored.shown), stored.author_id, stored.is_deleted,
+                            viewer)
+        if stored.listed:
+            entry["replies"] = (threads.setdefault(stored.id, [])
+                                if stored.parent_id is None else None)
             entries.append(entry)
         else:
-            threads[parent_id].append(entry)
+            threads[stored.parent_id or 0].append(entry)
     return entries
+
+
+# What ``with_viewer`` adds, as JSON members, by (can_delete, can_reply).
+_VIEWER_MEMBERS = {(delete, reply): orjson.dumps(
+    {"can_delete": delete, "can_reply": reply})[1:-1].decode("utf-8")
+    for delete in (False, True) for reply in (False, True)}
+
+
+def results_json(rows: list[tuple[Any, ...]], display: Display,
+                 viewer: permissions.User | None) -> list[orjson.Fragment]:
+    """The same ``results`` as JSON fragments, each entry's stored JSON text completed as
+    ``with_viewer`` and ``results`` complete the dict (the tests check that both give the
+    same JSON), without parsing it: the JSON answer's way, a few microseconds a comment
+    less."""
+    entries: list[tuple[str, int | None]] = []  # (text without its closing brace, root id)
+    threads: dict[int, list[str]] = {}
+    for stored in stored_texts(rows, display):
+        members = _VIEWER_MEMBERS[permissions.can_delete(viewer, stored.author_id),
+                                  permissions.can_reply(viewer, stored.is_deleted)]
+        text = f"{stored.shown[:-1]},{members}"
+        if stored.listed:
+            root = stored.id if stored.parent_id is None else None
+            if root is not None:
+                threads[root] = []
+            entries.append((text, root))
+        else:
+            threads[stored.parent_id or 0].append(text + "}")
+    return [orjson.Fragment(f'{text},"replies":null}}' if root is None else
+                            f'{text},"replies":[{",".join(threads[root])}]}}')
+            for text, root in entries]

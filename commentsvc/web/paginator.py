@@ -5,8 +5,8 @@ links) are pure functions in ``rules.pagination``; this adds the request."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from flask import Request
 
@@ -77,8 +77,8 @@ class PageNumberPagination:
 
     @staticmethod
     def get_paginated_response(request: Request, page: Page,
-                               results: list[dict[str, Any]]) -> dict[str, object]:
+                               results: Sequence[object]) -> dict[str, object]:
         """The list response's body: the page's ``results`` and its ``p8n`` navigation."""
         return {"results": results,
-                "p8n": pagination.build_p8n(request.base_url, page.query, page.number,
+                "p8n": pagination.build_p8n(request_args.base_url(request), page.query, page.number,
                                             page.num_pages)}

@@ -16,7 +16,7 @@ import orjson
 from flask import Request, Response
 from sqlalchemy.engine import Engine
 
-from commentsvc.rules.rendered import results
+from commentsvc.rules.rendered import results, results_json
 from commentsvc.storage import store
 from commentsvc.storage.engine import read_snapshot
 from commentsvc.web import browsable, conditional
@@ -80,10 +80,13 @@ class ListPage:
         state, rows = reader.read_page(self.paginator.page_read(
             self.req, self.comments, self.page_size, settings))
         page, tagged = self._tagged(state)
-        entries = results(rows, display_of(settings), self.viewer)
-        data = self.paginator.get_paginated_response(self.req, page, entries)
-        body = orjson.dumps(data) if self.representation == JSON else self._page_html(
-            engine, page, data, entries, tagged)
+        if self.representation == JSON:
+            body = orjson.dumps(self.paginator.get_paginated_response(
+                self.req, page, results_json(rows, display_of(settings), self.viewer)))
+        else:
+            entries = results(rows, display_of(settings), self.viewer)
+            body = self._page_html(engine, page, self.paginator.get_paginated_response(
+                self.req, page, entries), entries, tagged)
         if self.service.page_cache is not None:
             self.service.page_cache.put(tagged.tag, body)
         return self.respond(body, 200, tagged.headers)

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from flask import Request
 from marshmallow import ValidationError
+from werkzeug.sansio.utils import get_current_url
 
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.rules.schemas import ListQuerySchema
@@ -59,6 +60,17 @@ def _loaded_filters(schema: ListQuerySchema, raw: tuple[str | None, ...],
         raise ValidationFailed(exc.messages) from exc
     size = min(args["page_size"] or default_size, max_size)
     return CommentList(args["content_type"], args["object_id"]), size
+
+
+def base_url(request: Request) -> str:
+    """``request.base_url``, remembered for the few (scheme, host, mount, path) a process
+    sees: Werkzeug builds it anew for every request, turning it into an IRI each time."""
+    return _base_url(request.scheme, request.host, request.root_path, request.path)
+
+
+@lru_cache(maxsize=256)
+def _base_url(scheme: str, host: str, root_path: str, path: str) -> str:
+    return get_current_url(scheme, host, root_path, path)
 
 
 def raw_query(request: Request) -> str:
