@@ -23,7 +23,7 @@ from flask.blueprints import BlueprintSetupState
 from commentsvc.rules.schemas import ListQuerySchema, NewCommentSchema, ReadFlagSchema
 from commentsvc.settings import BY_NAME, Settings
 from commentsvc.storage import replicas
-from commentsvc.storage.page_cache import PageCache, page_cache, shared_redis
+from commentsvc.storage.page_cache import PageCache, RecentlyCached, page_cache, shared_redis
 from commentsvc.web.blueprint import comments_api, scope_to_path, scope_to_prefix
 from commentsvc.web.current import EXTENSION, of
 from commentsvc.web.idempotency import PurgeSchedule
@@ -39,6 +39,7 @@ STATIC_FOLDER = comments_api.static_folder
 # Where the package's default avatar is served: under every mount's /api/static/, and
 # standalone also at the app's own /static/ (the DEFAULT_AVATAR setting's default URL).
 DEFAULT_AVATAR_FILE = "img/default-avatar.png"
+CACHED_PAGES_KEPT = 10_000
 
 
 class CommentService:
@@ -46,6 +47,9 @@ class CommentService:
 
     settings: Settings
     page_cache: PageCache | None
+    # The pages this process cached lately: whether a list request reads its counter row
+    # first, hoping for a cached page (web.reads).
+    cached_pages: RecentlyCached
     reads: replicas.ReadRouting
     post_limiter: PostRateLimit
     idempotency_purge: PurgeSchedule
@@ -83,6 +87,7 @@ class CommentService:
         self.settings = Settings.from_config(default_avatar_config(app, url_prefix))
         shared = shared_redis(self.settings)
         self.page_cache = page_cache(self.settings, shared)
+        self.cached_pages = RecentlyCached(CACHED_PAGES_KEPT)
         self.reads = replicas.ReadRouting.from_settings(self.settings, shared)
         self.post_limiter = PostRateLimit(self.settings.post_rate_limit,
                                           self.settings.rate_limit_storage)

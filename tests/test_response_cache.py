@@ -63,3 +63,12 @@ def test_the_cache_can_be_turned_off(app_factory, sample_records, monkeypatch):
     client = app.test_client()
     assert client.get(URL).data == client.get(URL).data
     assert len(builds) == 2
+
+
+def test_the_pages_cached_here_are_remembered_up_to_a_bound():
+    from commentsvc.storage.page_cache import RecentlyCached
+
+    recent = RecentlyCached(size=2)
+    for page in ("a", "b", "a", "c"):  # "a" again: now newer than "b"
+        recent.add(page)
+    assert [recent.holds(page) for page in "abc"] == [True, False, True]

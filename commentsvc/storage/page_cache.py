@@ -95,3 +95,25 @@ def page_cache(settings: Settings, shared: redis.Redis | None) -> PageCache | No
     if settings.response_cache_url and shared is not None:
         return RedisResponseCache(shared, max_body_bytes=MAX_SHARED_BODY)
     return ResponseCache(settings.response_cache_mb * 2**20)
+
+
+class RecentlyCached:
+    """The pages this process put in the response cache lately (at most ``size``, the
+    oldest forgotten first): only a hint, for whether reading the counter row first could
+    spare the page read. Both ways give the same answer."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._pages: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def holds(self, identity: str) -> bool:
+        return identity in self._pages
+
+    def add(self, identity: str) -> None:
+        with self._lock:
+            self._pages[identity] = None
+            self._pages.move_to_end(identity)
+            if len(self._pages) > self._size:
+                self._pages.popitem(last=False)
+

@@ -55,9 +55,17 @@ class ListPage:
         self.respond = list_responder(representation)
 
     def response(self, engine: Engine) -> Response:
-        """The page read from ``engine`` (the primary's or a replica's)."""
+        """The page read from ``engine`` (the primary's or a replica's).
+
+        The counter row is read first, alone, only when that may spare the page read: the
+        request names a tag, or this process cached this very page before (a page no one
+        asked for lately, deep in a long list, would miss the cache anyway, and the page
+        read brings the counter row with it).
+        """
         reader = self.service.counter_readers.for_engine(engine)
-        if self.service.page_cache is None and not self.req.if_none_match:
+        cached_here = (self.service.page_cache is not None
+                       and self.service.cached_pages.holds(self._identity()))
+        if not (self.req.if_none_match or cached_here):
             return self._built(reader, engine, None)
         tagged = self._tagged(reader.read(self.comments.key))[1]
         return conditional.answer(self.req, tagged, self.service.page_cache, self.respond,
@@ -89,7 +97,14 @@ class ListPage:
                 self.req, page, entries), entries, tagged)
         if self.service.page_cache is not None:
             self.service.page_cache.put(tagged.tag, body)
+            self.service.cached_pages.add(self._identity())
         return self.respond(body, 200, tagged.headers)
+
+    def _identity(self) -> str:
+        """What tells this page apart from others, whatever the list's state."""
+        viewer = self.viewer
+        return (f"{conditional.request_url(self.req)}?{self.req.query_string!r}\x00"
+                f"{viewer.id if viewer else ''}\x00{self.representation}")
 
     def _page_html(self, engine: Engine, page: Page, data: dict[str, object],
                    entries: list[dict[str, Any]], tagged: conditional.Tagged) -> bytes:
@@ -107,3 +122,4 @@ class ListPage:
             json_headers=json_headers({"ETag": tagged.json_tag,
                                        "Cache-Control": tagged.headers["Cache-Control"]}),
             name="Comment List", summary=DESCRIPTION, targets=targets)
+
