@@ -1,0 +1,64 @@
+"""The HTTP benchmark's own logic: its random requests, its ratios and its charts."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from bench import charts, http_bench
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_random_pages_and_targets_are_picked_alike_by_wrk_and_the_python_client():
+    pages = http_bench.Target("http://127.0.0.1:8000/api/comments/", pages=50)
+    lists = http_bench.Target("http://127.0.0.1:8000/api/comments/",
+                              paths=("/api/comments/?content_type=a&object_id=1",
+                                     "/api/comments/?content_type=b&object_id=2"))
+    rng = random.Random(3)
+    picked = {pages.pick(rng) for _ in range(500)}
+    assert picked == {f"http://127.0.0.1:8000/api/comments/?page={n}" for n in range(1, 51)}
+    assert {lists.pick(rng) for _ in range(50)} == {
+        "http://127.0.0.1:8000" + path for path in lists.paths}
+    assert 'math.random(1, 50)' in pages.lua() and '"/api/comments/?page="' in pages.lua()
+    assert '"/api/comments/?content_type=b&object_id=2"' in lists.lua()
+    assert http_bench.Target("http://x/api/comments/").lua() is None
+
+
+def test_depths_are_powers_of_ten_below_the_last_page():
+    assert http_bench.depths(12_345) == ["1", "10", "100", "1000", "10000", "last"]
+    assert http_bench.depths(1) == ["last"]
+
+
+def rps(**overrides: float) -> dict[str, float]:
+    figures = {http_bench.BARE: 1000.0}
+    for label in ("cache on", "cache off"):
+        figures |= {f"page 1, {label}": 500.0, f"last page (9), {label}": 450.0,
+                    f"random pages, {label}": 400.0, f"many targets: page 1, {label}": 400.0,
+                    f"many targets: last page, {label}": 380.0}
+    return figures | overrides
+
+
+def test_each_round_gives_every_case_over_the_bare_view_and_last_over_first():
+    ratios = http_bench.round_ratios(rps())
+    assert ratios["page 1, cache on / bare view"] == 0.5
+    assert ratios["random pages, cache off / bare view"] == 0.4
+    assert ratios["last page / page 1, cache off"] == 0.9
+    assert ratios["many targets: last page / page 1, cache on"] == 0.95
+
+
+def report() -> dict:
+    cases = {name: {"rps": value, "p50_ms": 1.0, "p99_ms": 2.0}
+             for name, value in rps().items()}
+    return {"workers": 2, "worker_class": "sync", "connections": 4, "duration_s": 8,
+            "rounds": 3, "num_pages": 5000, "cases": cases,
+            "depth": {"duration_s": 4, "pages": {
+                page: {"rps": 900.0, "p50_ms": 1.0 + k / 10, "p99_ms": 3.0 + k / 10}
+                for k, page in enumerate(["1", "10", "100", "1000", "last"])}}}
+
+
+def test_both_charts_are_drawn_from_a_report(tmp_path: Path):
+    drawn = charts.draw(report(), tmp_path / "charts", label="1000")
+    assert [path.name for path in drawn] == ["http-1000-rps.png", "http-1000-depth.png"]
+    for path in drawn:
+        assert path.read_bytes().startswith(PNG) and path.stat().st_size > 10_000
