@@ -63,7 +63,9 @@ class Renderer:
 
     def save_missing(self, conn: Connection) -> int:
         """Render every comment that has no stored render yet, in the caller's transaction
-        (an import's, a seeding's); how many."""
+        (an import's); how many."""
+        if conn.dialect.name == "postgresql":
+            conn.execute(q.ANALYZE_COMMENTS)
         after, done = 0, 0
         while True:
             comments = _comments(conn.execute(q.MISSING_AFTER,

@@ -53,6 +53,11 @@ BY_AUTHOR = text(f"""
     WHERE c.author_id = :author_id
 """).columns(**_ROW_TYPES)
 
+# Fresh statistics for the comment table, so that right after a bulk load (no statistics
+# yet) the batches above walk the primary key instead of scanning the table each time
+# (PostgreSQL; a sample of the table).
+ANALYZE_COMMENTS = text("ANALYZE commentsvc_comment")
+
 # Store one comment's render (primary key; SQLite runs it for many at once).
 SAVE = text("""
     UPDATE commentsvc_comment SET shown = :shown, shown_key = :shown_key WHERE id = :id
