@@ -200,3 +200,27 @@ def test_erasing_a_user_renders_their_comments_again(app, community, runner):
     shown = stored(app, comment_id)
     assert '"body":""' in shown and '"is_deleted":true' in shown
     assert "mine" not in shown
+
+
+def unrendered(app) -> tuple[int, int]:
+    with app.app_context(), engine.get_engine().connect() as conn:
+        return tuple(conn.execute(sa.text(
+            "SELECT COUNT(*), COUNT(shown) FROM commentsvc_comment")).one())
+
+
+def test_import_and_seed_store_every_comments_render(app, runner):
+    from conftest import sample_path
+
+    assert runner.invoke(args=["import", str(sample_path())]).exit_code == 0
+    total, rendered_count = unrendered(app)
+    assert total > 0 and rendered_count == total
+    assert runner.invoke(args=["seed", "--comments", "300", "--targets", "5"]).exit_code == 0
+    total_after, rendered_after = unrendered(app)
+    assert total_after == total + 300 and rendered_after == total_after
+    # what import and seed stored is what a page serves
+    served = app.test_client().get("/api/comments/?page_size=100").get_json()["results"]
+    with app.app_context(), engine.get_engine().connect() as conn:
+        stored_parts = dict(conn.execute(sa.text("SELECT id, shown FROM commentsvc_comment")))
+    for entry in served:
+        expected_part = orjson.loads(stored_parts[entry["id"]])
+        assert {k: entry[k] for k in expected_part} == expected_part
