@@ -67,18 +67,20 @@ def latency_by_depth(report: dict, path: Path, label: str = "") -> Path:
     axes.set_ylim(bottom=0)
     axes.legend()
     axes.grid(True, alpha=0.3)
-    axes.set_title(_title("Latency by page depth, cache off", report, label))
+    axes.set_title(_title("Latency by page depth, cache off", report, label,
+                          f"{report['depth']['duration_s']} s per page, once"))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
 
 
-def _title(what: str, report: dict, label: str) -> str:
-    where = f"{label} comments, " if label else ""
+def _title(what: str, report: dict, label: str, timing: str = "") -> str:
+    where = f"{int(label):,} comments, " if label.isdigit() else (f"{label}, " if label else "")
+    rounds = report["rounds"]
+    timing = timing or f"{report['duration_s']} s x {rounds} round{'s' if rounds != 1 else ''}"
     return (f"{what}\n{where}{report['workers']} {report['worker_class']} workers, "
-            f"{report['connections']} connections, {report['duration_s']} s x "
-            f"{report['rounds']} round{'s' if report['rounds'] != 1 else ''}")
+            f"{report['connections']} connections, {timing}")
 
 
 def main() -> int:

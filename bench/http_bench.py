@@ -45,11 +45,10 @@ from urllib.parse import quote, urlsplit
 
 import sqlalchemy as sa
 
-ROOT_PATH = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT_PATH))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 from commentsvc.storage.database_urls import normalise_url  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 PATH = "/api/comments/"
 
@@ -62,14 +61,15 @@ def free_port() -> int:
 
 @contextmanager
 def gunicorn(app: str, env: dict[str, str], workers: int, worker_class: str = "sync",
-             threads: int = 1):
-    """A gunicorn serving ``app`` on a free loopback port; yields its base URL."""
+             threads: int = 1, root: Path = ROOT):
+    """A gunicorn serving ``app`` of the checkout ``root`` on a free loopback port; yields
+    its base URL."""
     port = free_port()
     process = subprocess.Popen(
         [GUNICORN, "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
          "--worker-class", worker_class, "--threads", str(threads),
          "--log-level", "warning", app],
-        cwd=ROOT, env={**os.environ, **env})
+        cwd=root, env={**os.environ, **env, "PYTHONPATH": str(root)})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -248,6 +248,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="threads per gthread worker")
     parser.add_argument("--python-client", action="store_true", help="do not use wrk")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--before", type=Path,
+                        help="another checkout of the service (an earlier commit) whose page 1 "
+                             "and random pages are measured in the same run, as 'before: ...'")
     parser.add_argument("--charts", help="draw the charts (PNG) into this folder")
     parser.add_argument("--charts-label", default="",
                         help="what the charts' titles and file names say of the data")
@@ -277,6 +280,14 @@ def main() -> int:
             else:
                 depth_base = base
             cases.update(service_cases(base, label, num_pages, targets))
+        if args.before is not None:
+            for label, cache_mb in (("cache on", "64"), ("cache off", "0")):
+                base = servers.enter_context(gunicorn(
+                    "wsgi:app", {"COMMENTSVC_RESPONSE_CACHE_MB": cache_mb}, args.workers,
+                    args.worker_class, args.threads, root=args.before.resolve()))
+                earlier = service_cases(base, label, num_pages, targets)
+                cases.update({f"before: {name}": earlier[name] for name in (
+                    f"page 1, {label}", f"random pages, {label}")})
         bare_env = {"BENCH_BODY_FILE": str(body_file)}
         for name, env in ((BARE, {}), *((CEILINGS[k], {"BENCH_DB_READ": k}) for k in CEILINGS)):
             base = servers.enter_context(gunicorn("bench.bare_app:app", {**bare_env, **env},
