@@ -140,9 +140,13 @@ def load_wrk(target: Target, duration: int, connections: int) -> dict:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     percentiles = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", output, re.MULTILINE))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    return {"rps": round(rps, 1), "p50_ms": round(_wrk_ms(percentiles["50"]), 3),
-            "p99_ms": round(_wrk_ms(percentiles["99"]), 3),
-            "errors": int(errors.group(1)) if errors else 0, "tool": "wrk"}
+    timeouts = re.search(r"Socket errors: .*timeout (\d+)", output)
+    return {"rps": round(rps, 1),
+            # no percentiles when no request completed in time
+            "p50_ms": round(_wrk_ms(percentiles["50"]), 3) if "50" in percentiles else None,
+            "p99_ms": round(_wrk_ms(percentiles["99"]), 3) if "99" in percentiles else None,
+            "errors": (int(errors.group(1)) if errors else 0) + (
+                int(timeouts.group(1)) if timeouts else 0), "tool": "wrk"}
 
 
 def load_python(target: Target, duration: int, connections: int) -> dict:
@@ -334,14 +338,18 @@ def print_report(report: dict) -> None:
     print(f"{'case (median of rounds)':<52} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'errors':>6}  req/s by round")
     for name, case in report["cases"].items():
-        print(f"{name:<52} {case['rps']:>9.1f} {case['p50_ms']:>8.3f} {case['p99_ms']:>8.3f} "
+        print(f"{name:<52} {case['rps']:>9.1f} {_ms(case['p50_ms'])} {_ms(case['p99_ms'])} "
               f"{case['errors']:>6}  {case['rps_by_round']}")
     for name, value in report["ratios"].items():
         print(f"ratio {name}: {value} (median; by round {report['ratios_by_round'][name]})")
     print(f"latency by page depth, cache off ({report['depth']['duration_s']} s each):")
     for page, case in report["depth"]["pages"].items():
-        print(f"  page {page:>8}: {case['rps']:>9.1f} req/s, p50 {case['p50_ms']:.3f} ms, "
-              f"p99 {case['p99_ms']:.3f} ms")
+        print(f"  page {page:>8}: {case['rps']:>9.1f} req/s, p50 {_ms(case['p50_ms'])} ms, "
+              f"p99 {_ms(case['p99_ms'])} ms")
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:>8.3f}" if value is not None else f"{'-':>8}"
 
 
 def round_ratios(rps: dict[str, float]) -> dict[str, float]:

@@ -1,0 +1,92 @@
+"""What one request costs inside the process, without HTTP: the bare Flask view against
+the service's page 1 with its response cache on and off, called as WSGI applications.
+
+    DATABASE_URL=postgresql://... python bench/in_process.py [--requests 3000]
+
+Each is called ``--requests`` times after a warm-up, the three taking turns for
+``--rounds`` rounds; the median microseconds a request are reported. The service's
+request log goes to a discarded stream meanwhile, as the bare view writes none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def environ(path: str = "/api/comments/") -> dict:
+    return {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(b""), "wsgi.errors": sys.stderr,
+            "HTTP_HOST": "127.0.0.1:8000", "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1", "wsgi.version": (1, 0), "wsgi.multithread": False,
+            "wsgi.multiprocess": True, "wsgi.run_once": False}
+
+
+def caller(app: Callable) -> Callable[[], bytes]:
+    def call() -> bytes:
+        body = app(environ(), lambda status, headers, exc_info=None: None)
+        try:
+            return b"".join(body)
+        finally:
+            getattr(body, "close", lambda: None)()
+    return call
+
+
+def microseconds(call: Callable[[], bytes], requests: int) -> float:
+    for _ in range(requests // 10):
+        call()
+    started = time.perf_counter()
+    for _ in range(requests):
+        call()
+    return (time.perf_counter() - started) / requests * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if not os.environ.get("DATABASE_URL"):
+        print("set DATABASE_URL to the database to serve", file=sys.stderr)
+        return 2
+    from commentsvc.standalone import create_app
+
+    apps = {label: create_app({"COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
+            for label, cache_mb in (("service page 1, cache on", 64),
+                                    ("service page 1, cache off", 0))}
+    calls = {label: caller(app) for label, app in apps.items()}
+    body = calls["service page 1, cache on"]()
+    with tempfile.NamedTemporaryFile(suffix=".json") as body_file:
+        body_file.write(body)
+        body_file.flush()
+        os.environ["BENCH_BODY_FILE"] = body_file.name
+        from bench.bare_app import app as bare
+
+        calls = {"bare Flask view, same body": caller(bare), **calls}
+        timings: dict[str, list[float]] = {name: [] for name in calls}
+        stderr, sys.stderr = sys.stderr, open(os.devnull, "w")  # noqa: SIM115
+        try:
+            for _ in range(args.rounds):
+                for name, call in calls.items():
+                    timings[name].append(microseconds(call, args.requests))
+        finally:
+            sys.stderr.close()
+            sys.stderr = stderr
+    for name, values in timings.items():
+        print(f"{name:<30} {statistics.median(values):>8.1f} µs a request "
+              f"(rounds: {', '.join(f'{v:.1f}' for v in values)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
