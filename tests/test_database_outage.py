@@ -64,8 +64,9 @@ def test_database_errors_map_to_503(client, monkeypatch, exc):
     def failing(*_args, **_kwargs):
         raise exc
 
-    monkeypatch.setattr(counters.ListStateReader, "read", failing)
-    assert_error(client.get("/api/comments/"), 503, UNAVAILABLE)
+    monkeypatch.setattr(counters.ListStateReader, "read", failing)  # the counter read fails
+    assert_error(client.get("/api/comments/", headers={"If-None-Match": '"held"'}), 503,
+                 UNAVAILABLE)
     monkeypatch.undo()
     assert client.get("/api/comments/").status_code == 200  # an empty list's page 1 is built
     monkeypatch.setattr(counters.ListStateReader, "read_page", failing)  # the page read fails

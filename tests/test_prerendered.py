@@ -220,7 +220,8 @@ def test_import_and_seed_store_every_comments_render(app, runner):
     # what import and seed stored is what a page serves
     served = app.test_client().get("/api/comments/?page_size=100").get_json()["results"]
     with app.app_context(), engine.get_engine().connect() as conn:
-        stored_parts = dict(conn.execute(sa.text("SELECT id, shown FROM commentsvc_comment")))
+        stored_parts = {row.id: row.shown for row in conn.execute(
+            sa.text("SELECT id, shown FROM commentsvc_comment"))}
     for entry in served:
         expected_part = orjson.loads(stored_parts[entry["id"]])
         assert {k: entry[k] for k in expected_part} == expected_part

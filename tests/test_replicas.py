@@ -53,10 +53,10 @@ SEEN_TAGS: set[str] = set()  # every ETag the nodes sent: the page keys this mod
 # Every statement in the servers' logs, after the application name of its sender.
 LOGGED = {"wal_level": "replica", "log_statement": "'all'", "log_line_prefix": "'<%a> '"}
 STATEMENT = re.compile(r"^<(\w*)> LOG:  statement: (.*?)(?=^<\w*> |\Z)", re.S | re.M)
-# A read of a list (its counter row, plain or as the reader's prepared statement) or of
-# one comment.
+# A read of a list (its counter row or its page, plain or as the reader's prepared
+# statements) or of one comment.
 READ = re.compile(r"FROM commentsvc_list_count WHERE list_key|EXECUTE commentsvc_list_state"
-                  r"|WHERE c\.id = ")
+                  r"|EXECUTE commentsvc_(site|kind|target)_page|WHERE c\.id = ")
 
 
 class Node:

@@ -26,6 +26,9 @@ MAX_SHARED_BODY = 2**20
 
 
 class PageCache(Protocol):
+    # Whether other processes put pages in it too (then any page may be there).
+    shared: bool
+
     """Rendered list responses by strong ETag (never invalidated: a write makes new tags)."""
 
     def get(self, tag: str) -> bytes | None:
@@ -37,6 +40,8 @@ class PageCache(Protocol):
 
 class ResponseCache:
     """Rendered response bodies by ETag, up to ``max_bytes`` in all."""
+
+    shared = False
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes

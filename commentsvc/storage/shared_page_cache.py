@@ -29,6 +29,8 @@ TTL_SECONDS = 24 * 3600
 class RedisResponseCache:
     """Rendered response bodies by ETag in Redis, each at most ``max_body_bytes``."""
 
+    shared = True  # every node's pages: worth a look for any page
+
     def __init__(self, client: redis.Redis, max_body_bytes: int):
         self.client = client
         self.max_body_bytes = max_body_bytes

@@ -58,14 +58,15 @@ class ListPage:
         """The page read from ``engine`` (the primary's or a replica's).
 
         The counter row is read first, alone, only when that may spare the page read: the
-        request names a tag, or this process cached this very page before (a page no one
-        asked for lately, deep in a long list, would miss the cache anyway, and the page
-        read brings the counter row with it).
+        request names a tag, the cache is shared by every node (Redis), or this process
+        cached this very page lately (a page no one asked for lately, deep in a long list,
+        would miss the cache anyway, and the page read brings the counter row with it).
         """
         reader = self.service.counter_readers.for_engine(engine)
-        cached_here = (self.service.page_cache is not None
-                       and self.service.cached_pages.holds(self._identity()))
-        if not (self.req.if_none_match or cached_here):
+        cache = self.service.page_cache
+        may_be_cached = cache is not None and (
+            cache.shared or self.service.cached_pages.holds(self._identity()))
+        if not (self.req.if_none_match or may_be_cached):
             return self._built(reader, engine, None)
         tagged = self._tagged(reader.read(self.comments.key))[1]
         return conditional.answer(self.req, tagged, self.service.page_cache, self.respond,
