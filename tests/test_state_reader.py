@@ -133,3 +133,17 @@ def test_the_prepared_read_follows_a_recreated_schema(pg_app, sample_records):
     assert read_site(pg_app).count == count
     with pg_app.app_context():  # the server planned it again on the new table
         assert reader_for(db.get_engine()).uses_prepared
+
+
+def test_a_lost_prepared_page_read_switches_to_the_plain_one(pg_app, sample_records):
+    """The page read, too: the same page from the plain statement, then on."""
+    insert_records(pg_app, sample_records)
+    pg_app.extensions["commentsvc"].page_cache = None  # every request reads the page
+    client = pg_app.test_client()
+    url = "/api/comments/?page=2&page_size=3"
+    expected = client.get(url).get_json()
+    reader_connection_sql(pg_app, f"DEALLOCATE {listing.PAGE_READ_PREPARED['site']}")
+    assert client.get(url).get_json() == expected  # answered by the engine's read
+    with pg_app.app_context():
+        assert not reader_for(db.get_engine()).uses_prepared
+    assert client.get(url).get_json() == expected  # the plain statement on the kept one

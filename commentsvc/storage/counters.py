@@ -1,17 +1,19 @@
-"""The one read most requests need, a list's counter row, in a single round trip.
+"""The two reads every list request needs one of, each in a single round trip: a list's
+counter row (a cached page or a 304 depends on nothing else) and a whole page in one
+statement (the counter row, the slice, the replies: queries.listing.page_read).
 
-A cached page or a 304 depends on nothing but the list's size and version, so the
-service reads that row over a connection of its own: the driver's connection in
-autocommit (no BEGIN, no ROLLBACK), kept open by this process (no pool checkout, no
-ping). A connection that fails is thrown away and the read made again through the
-engine, as a page read would be (once more if that connection was dead too); an error
-there is SQLAlchemy's, which the service answers with 503.
+Both run over a connection of the service's own: the driver's connection in autocommit
+(no BEGIN, no ROLLBACK), kept open by this process (no pool checkout, no ping), each as a
+statement prepared once on it. A connection that turns out dead is thrown away and the
+read made again through the engine (once more if that connection was dead too); any
+other error is raised as SQLAlchemy's, which the service answers with 503.
 SQLite has no round trips to save (and a memory database lives in one connection), so
-there the read goes through the engine as every other does.
+there both reads go through the engine as every other does.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -167,7 +169,7 @@ class ListStateReader:
         if self.uses_prepared:
             cursor.execute(EXECUTE_PAGE_READ[read.kind], read.values())
         else:
-            cursor.execute(_pyformat(page_read(read.kind, "postgresql")), read.parameters())
+            cursor.execute(_plain_page_read(read.kind), read.parameters())
         rows: list[tuple[Any, ...]] = cursor.fetchall()
         return rows
 
@@ -226,9 +228,11 @@ class PageRead:
         return tuple(getattr(self, name) for name in PAGE_READ_PARAMETERS[self.kind])
 
 
-def _pyformat(sql: str) -> str:
-    """A statement's :name parameters in psycopg2's %(name)s style."""
-    return re.sub(r":([a-z_]+)\b", r"%(\1)s", sql)
+@functools.cache
+def _plain_page_read(kind: str) -> str:
+    """The page read of a list kind, not prepared: its :name parameters in psycopg2's
+    %(name)s style (made once)."""
+    return re.sub(r":([a-z_]+)\b", r"%(\1)s", page_read(kind, "postgresql"))
 
 
 _PAGE_STATEMENTS: dict[tuple[str, str], Any] = {}

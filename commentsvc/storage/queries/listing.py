@@ -32,9 +32,10 @@ EXECUTE_LIST_STATE = f"""
     EXECUTE {LIST_STATE_PREPARED} (%s)
 """
 
-# A page's slice is a range of positions; each row also carries the list's version (its
-# counter row, primary key), so that a page built for a version read earlier can tell
-# that its snapshot is the same one. LIMIT repeats its size so that the planner,
+# The plain slice of a page (store.page: the service itself reads pages in one statement,
+# page_read below; tests read with these, independently). A page's slice is a range of
+# positions; each row also carries the list's version (its counter row, primary key).
+# LIMIT repeats its size so that the planner,
 # whose estimate of a range can be far off on a skewed list, always joins a page's authors
 # by primary key (no hash join over the user table for twenty rows).
 
