@@ -100,3 +100,51 @@ CREATE INDEX IF NOT EXISTS commentsvc_idempotency_key_created
 -- text must leave the table too) without scanning a day of keyed writes.
 CREATE INDEX IF NOT EXISTS commentsvc_idempotency_key_comment
     ON commentsvc_idempotency_key (comment_id);
+
+-- Events (docs/EVENTS.md): one row per committed write a host site may want to hear of,
+-- written in that write's own transaction (a transactional outbox), so an event exists
+-- if and only if its write committed. Writers take turns (the writers' lock), so ids rise
+-- in commit order and a deliverer that has sent every id up to N has missed none. The
+-- payload is the JSON body sent, with the comment's text removed once it is deleted or
+-- its author erased. Kept EVENT_RETENTION_HOURS after every endpoint has it.
+CREATE TABLE IF NOT EXISTS commentsvc_event (
+    id          BIGINT PRIMARY KEY,
+    event_uid   VARCHAR(36) NOT NULL,
+    event_type  VARCHAR(40) NOT NULL,
+    comment_id  BIGINT NOT NULL,
+    created     TIMESTAMP NOT NULL,
+    payload     TEXT NOT NULL
+);
+
+-- The events of one comment, found when its text must go (deletion, erasure).
+CREATE INDEX IF NOT EXISTS commentsvc_event_comment
+    ON commentsvc_event (comment_id);
+
+-- Each webhook endpoint's place in the events (every id up to delivered_through was
+-- delivered or given up on), the state of its next event's delivery, the lease of the
+-- deliverer now sending to it, and its running totals (metrics).
+CREATE TABLE IF NOT EXISTS commentsvc_webhook_endpoint (
+    url                TEXT PRIMARY KEY,
+    active             BOOLEAN NOT NULL DEFAULT TRUE,
+    delivered_through  BIGINT NOT NULL DEFAULT 0,
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    first_failure      TIMESTAMP,
+    next_attempt       TIMESTAMP NOT NULL,
+    last_error         TEXT,
+    lease_owner        VARCHAR(64),
+    lease_until        TIMESTAMP,
+    delivered          BIGINT NOT NULL DEFAULT 0,
+    failed_attempts    BIGINT NOT NULL DEFAULT 0,
+    given_up           BIGINT NOT NULL DEFAULT 0
+);
+
+-- Events an endpoint never accepted within WEBHOOK_RETRY_HOURS: given up on, kept here
+-- (the events command lists them; events redeliver sends them again).
+CREATE TABLE IF NOT EXISTS commentsvc_webhook_failure (
+    url          TEXT NOT NULL,
+    event_id     BIGINT NOT NULL,
+    attempts     INTEGER NOT NULL,
+    last_error   TEXT,
+    given_up_at  TIMESTAMP NOT NULL,
+    PRIMARY KEY (url, event_id)
+);

@@ -91,8 +91,9 @@ class CommentService:
         self.reads = replicas.ReadRouting.from_settings(self.settings, shared)
         self.post_limiter = PostRateLimit(self.settings.post_rate_limit,
                                           self.settings.rate_limit_storage)
-        self.idempotency_purge = PurgeSchedule(self.settings.idempotency_purge_seconds,
-                                               self.settings.idempotency_retention_hours)
+        self.idempotency_purge = PurgeSchedule(
+            self.settings.idempotency_purge_seconds, self.settings.idempotency_retention_hours,
+            event_retention_hours=self.settings.event_retention_hours)
         self.query_schema = ListQuerySchema(content_types=self.settings.content_types)
         self.paginator = PageNumberPagination(self.query_schema, self.settings.page_size,
                                               self.settings.max_page_size)

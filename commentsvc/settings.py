@@ -149,6 +149,30 @@ def _redis_url(raw: Any) -> str:
 MIN_SECRET_KEY_LENGTH = 32
 
 
+def _webhook_urls(raw: Any) -> tuple[str, ...]:
+    """http(s) URLs separated by commas or white space; empty means no webhooks."""
+    urls = raw.replace(",", " ").split() if isinstance(raw, str) else [str(u) for u in raw]
+    for url in urls:
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
+            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    return tuple(dict.fromkeys(urls))  # each endpoint once, in the order given
+
+
+# A webhook secret must be as hard to guess as a generated one.
+MIN_WEBHOOK_SECRET_LENGTH = 24
+
+
+def _webhook_secret(raw: Any) -> str:
+    """Empty (no webhooks can be sent), or a long secret."""
+    value = str(raw)
+    if value and len(value) < MIN_WEBHOOK_SECRET_LENGTH:
+        raise ValueError(f"must be at least {MIN_WEBHOOK_SECRET_LENGTH} characters, e.g. "
+                         "the output of: python -c 'import secrets; "
+                         "print(secrets.token_hex(32))'")
+    return value
+
+
 def _secret_key(raw: Any) -> str:
     """Empty (a key generated once and kept in the instance folder), or a long key."""
     value = str(raw)
@@ -288,6 +312,32 @@ SETTINGS: tuple[Setting, ...] = (
             "characters); empty generates one on first start and keeps it in "
             "instance/secret_key. Every node behind one address needs the same key.",
             secret=True),
+    Setting("WEBHOOK_URLS", (), _webhook_urls,
+            "Endpoints (http:// or https:// URLs, separated by commas) the deliver command "
+            "POSTs every event to (docs/EVENTS.md); empty sends none. Events are recorded "
+            "either way."),
+    Setting("WEBHOOK_SECRET", "", _webhook_secret,
+            "The key that signs every webhook (HMAC-SHA256; at least 24 characters); the "
+            "deliver command refuses to start without it when WEBHOOK_URLS is set.",
+            secret=True),
+    Setting("WEBHOOK_TIMEOUT_SECONDS", 10, _positive_seconds,
+            "Seconds a webhook endpoint has to connect and to answer each POST; longer "
+            "counts as a failed attempt."),
+    Setting("WEBHOOK_RETRY_HOURS", 24, _positive_seconds,
+            "Hours an event is retried (exponential backoff with jitter) after its first "
+            "failed attempt at one endpoint; then that endpoint gives it up (the events "
+            "command lists it) and goes on with the next (decimals allowed)."),
+    Setting("WEBHOOK_MAX_BACKOFF_SECONDS", 600, _positive_seconds,
+            "Longest wait (seconds) between two attempts at one event; the waits double "
+            "from 1 s up to it."),
+    Setting("WEBHOOK_LEASE_SECONDS", 30, _positive_seconds,
+            "Seconds a deliverer holds an endpoint while sending to it, renewed by each "
+            "delivery; a deliverer that died mid-send is taken over after it."),
+    Setting("WEBHOOK_POLL_SECONDS", 0.5, _positive_seconds,
+            "How often (seconds) an idle deliverer looks for new events."),
+    Setting("EVENT_RETENTION_HOURS", 168, _positive_seconds,
+            "Hours an event is kept after every endpoint has it (or was given it up), for "
+            "a new endpoint and for inspection; with no endpoint, after it was written."),
     Setting("TARGET_EXISTS", None, _callable,
             "A host site's function (content_type, object_id) -> bool saying whether an "
             "object of one of its own content types exists, so comments can be posted to "
@@ -364,7 +414,15 @@ class Settings:
     idempotency_retention_hours: float
     idempotency_purge_seconds: float
     current_user: Callable[[], Any] | None
+    webhook_urls: tuple[str, ...]
+    webhook_timeout_seconds: float
+    webhook_retry_hours: float
+    webhook_max_backoff_seconds: float
+    webhook_lease_seconds: float
+    webhook_poll_seconds: float
+    event_retention_hours: float
     secret_key: str = field(repr=False)
+    webhook_secret: str = field(default="", repr=False)
     target_exists: Callable[[str, int], bool] | None = None
     # Derived, for every request: the zone itself, the Cache-Control of lists, and what
     # else shapes a response besides the data and the URL (part of every ETag), and a

@@ -17,7 +17,9 @@ def test_create_schema_is_safe_to_run_again(app):
         db.create_schema(conn)
         assert table_names(conn) == {"commentsvc_user", "commentsvc_comicpage",
                                      "commentsvc_comment", "commentsvc_list_count",
-                                     "commentsvc_token", "commentsvc_idempotency_key"}
+                                     "commentsvc_token", "commentsvc_idempotency_key",
+                                     "commentsvc_event", "commentsvc_webhook_endpoint",
+                                     "commentsvc_webhook_failure"}
 
 
 def test_create_schema_upgrades_a_database_made_before_sign_in(app):

@@ -68,9 +68,8 @@ def erase_user_command(user_id: int) -> None:
     """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
     their sign-in keys. List positions and replies stay."""
     with engine.writing(_engine(), unlimited=True) as conn:
-        erased = erasure.erase_user(conn, user_id)
-        if erased is not None:  # their comments show no name and no text any more
-            renders.for_settings(current.service().settings).save_author(conn, user_id)
+        erased = erasure.erase_user(
+            conn, user_id, renders.for_settings(current.service().settings).save_author)
     if erased is None:
         click.echo(f"No user has id {user_id}.", err=True)
         sys.exit(1)

@@ -9,11 +9,13 @@ user's sign-in keys are revoked. Rows and positions stay, so no list or reply mo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
 from commentsvc.rules.comment_lists import lists_of
+from commentsvc.storage import outbox
 from commentsvc.storage.queries import erasure as q
 from commentsvc.storage.queries import writes
 from commentsvc.storage.queries.auth import USER_EXISTS
@@ -47,13 +49,18 @@ class Erased:
                 f"{self.tokens} key(s) revoked, shown as {placeholder_name(self.user_id)!r}.")
 
 
-def erase_user(conn: Connection, user_id: int) -> Erased | None:
+def erase_user(conn: Connection, user_id: int,
+               rerender: Callable[[Connection, int], int]) -> Erased | None:
     """Erase a user in the caller's (writer's) transaction; None if there is no such user.
 
-    Comments on the user's profile written by others are theirs and stay.
+    ``rerender(conn, user_id)`` stores the renders of the user's comments again (they show
+    no name and no text now); then each comment that changed gets a comment.erased event,
+    and the events still kept hold none of the user's text (storage.outbox). Comments on
+    the user's profile written by others are theirs and stay.
     """
     if conn.execute(USER_EXISTS, {"id": user_id}).first() is None:
         return None
+    showing = outbox.showing_of_author(conn, user_id)
     keys = {comments.key
             for target in conn.execute(q.AUTHORED_TARGETS, {"id": user_id})
             for comments in lists_of(target.content_type, target.object_id)}
@@ -63,4 +70,6 @@ def erase_user(conn: Connection, user_id: int) -> Erased | None:
     idempotency.forget_user(conn, user_id)  # stored answers hold their text and name
     if keys:  # what those lists show changed: new ETags
         conn.execute(writes.BUMP_VERSIONS, {"list_keys": sorted(keys)})
+    rerender(conn, user_id)
+    outbox.record_erasure(conn, user_id, showing)
     return Erased(user_id, comments, tokens)

@@ -51,6 +51,12 @@ class Renderer:
                                   for i, s, k in zip(ids, shown, keys, strict=True)])
         return len(ids)
 
+    def save_one(self, conn: Connection, comment: Comment) -> str:
+        """Render one comment, store the render, and give it (its JSON text)."""
+        text, key = self.render(comment)
+        conn.execute(q.SAVE, {"id": comment.id, "shown": text, "shown_key": key})
+        return text
+
     def save_ids(self, conn: Connection, ids: list[int]) -> int:
         """Render the comments ``ids`` again from their rows."""
         if not ids:

@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from commentsvc.storage import engine as db
+from commentsvc.storage import outbox
 from commentsvc.storage.queries import idempotency as sql
 from commentsvc.web.exceptions import APIError
 from commentsvc.web.request_body import FORM_TYPES
@@ -252,17 +253,20 @@ def purge(engine: Engine, retention_hours: float, batch: int | None) -> int:
 
 
 class PurgeSchedule:
-    """When this process purges expired keys next: at most every ``interval`` seconds,
-    and only after a keyed write (nothing else adds keys), once its response is sent.
+    """When this process purges next: expired keys, and events every endpoint has that
+    are past their retention (storage.outbox.prune). At most every ``interval`` seconds,
+    after a write that was not a replay, once its response is sent.
 
     The check costs a clock read; the purge itself runs in the response's close hook,
     which the WSGI server calls after the body went out, so no request waits for it. A
-    full batch means more are due, so the next keyed write purges again.
+    full batch means more are due, so the next write purges again.
     """
 
-    def __init__(self, interval: float, retention_hours: float, batch: int = PURGE_BATCH):
+    def __init__(self, interval: float, retention_hours: float, batch: int = PURGE_BATCH,
+                 event_retention_hours: float | None = None):
         self.interval = interval
         self.retention_hours = retention_hours
+        self.event_retention_hours = event_retention_hours
         self.batch = batch
         self._next = 0.0
         self._lock = threading.Lock()
@@ -283,13 +287,15 @@ class PurgeSchedule:
         return response
 
     def run(self, engine: Engine) -> int:
-        """One batch; a failure is logged and tried again at the next turn."""
+        """One batch of each; a failure is logged and tried again at the next turn."""
         try:
             deleted = purge(engine, self.retention_hours, self.batch)
+            pruned = (0 if self.event_retention_hours is None else
+                      outbox.prune(engine, self.event_retention_hours, self.batch))
         except Exception:  # noqa: BLE001 - a purge must never fail a request
-            log.warning("purging idempotency keys failed", exc_info=True)
+            log.warning("purging idempotency keys or old events failed", exc_info=True)
             return 0
-        if deleted >= self.batch:
+        if max(deleted, pruned) >= self.batch:
             with self._lock:
                 self._next = 0.0
         return deleted

@@ -1,5 +1,7 @@
 """How a view's answer is rendered: comments as the schemas dump them, as JSON or as the
-browsable page, with the headers the browsable page lists for the JSON answer."""
+browsable page, with the headers the browsable page lists for the JSON answer; and what a
+write keeps rendered in its transaction: the comment's stored render and the write's
+event (storage.outbox), which carries that render."""
 
 from __future__ import annotations
 
@@ -9,12 +11,11 @@ from flask import Request, Response, url_for
 from marshmallow import Schema
 from sqlalchemy.engine import Connection
 
+from commentsvc.rules import events
 from commentsvc.rules.schemas import Display, dump_comments
 from commentsvc.settings import Settings
-from commentsvc.storage import renders
-from commentsvc.storage.store import Comment
+from commentsvc.storage import outbox, renders
 from commentsvc.web import browsable, options_description
-from commentsvc.web.auth import Viewer
 from commentsvc.web.negotiation import HTML, JSON
 from commentsvc.web.responses import (
     ALLOW,
@@ -25,6 +26,8 @@ from commentsvc.web.responses import (
 )
 
 if TYPE_CHECKING:
+    from commentsvc.storage.store import Comment
+    from commentsvc.web.auth import Viewer
     from commentsvc.web.conditional import Respond
 
 DETAIL_DESCRIPTION = (
@@ -43,10 +46,34 @@ def display_of(settings: Settings, viewer: Viewer | None = None) -> Display:
     return Display(tz=settings.tzinfo, default_avatar=settings.default_avatar, viewer=viewer)
 
 
-def keep_render(conn: Connection, comment: Comment, settings: Settings) -> None:
-    """Store what ``comment`` shows to everyone, as it is now (rules.rendered), in the
-    transaction that changed it."""
-    renders.for_settings(settings).save(conn, [comment])
+# The list a written comment is on: (content_type, object_id).
+Target = tuple[str, int]
+
+
+def keep_post(conn: Connection, comment: Comment, target: Target, settings: Settings) -> None:
+    """A new comment's stored render, and its comment.created event carrying it."""
+    shown = renders.for_settings(settings).save_one(conn, comment)
+    outbox.record(conn, events.CREATED, _subject(comment, target), comment_json=shown)
+
+
+def keep_read_change(conn: Connection, comment: Comment, target: Target,
+                     settings: Settings) -> None:
+    """A comment marked read or unread: its stored render, and a comment.read_changed event."""
+    renders.for_settings(settings).save_one(conn, comment)
+    outbox.record(conn, events.READ_CHANGED, _subject(comment, target),
+                  is_read=comment.is_read)
+
+
+def keep_deletion(conn: Connection, comment: Comment, target: Target,
+                  settings: Settings) -> None:
+    """A deleted comment: its stored render (no text), a comment.deleted event, and no
+    text of it left in its earlier events (storage.outbox.record)."""
+    renders.for_settings(settings).save_one(conn, comment)
+    outbox.record(conn, events.DELETED, _subject(comment, target))
+
+
+def _subject(comment: Comment, target: Target) -> events.Subject:
+    return events.Subject(comment.id, target[0], target[1], comment.parent_id)
 
 
 def location_of(comment_id: int) -> str:

@@ -1,5 +1,6 @@
-"""The three writes (post, mark read, delete), each in the writers' transaction, with
-its Idempotency-Key: a retry within the retention gets the first answer instead, and
+"""The three writes (post, mark read, delete), each in the writers' transaction with the
+comment's stored render and the write's event (web.rendering.keep_*), and with its
+Idempotency-Key: a retry within the retention gets the first answer instead, and
 nothing is written twice (web.idempotency).
 
 Each returns the first answer (``Written``), stored or replayed; the views only render it.
@@ -19,7 +20,13 @@ from commentsvc.storage import posting, store
 from commentsvc.storage.engine import get_engine, writing
 from commentsvc.web import auth, browser_session, idempotency
 from commentsvc.web.exceptions import NotFound, PermissionDenied, ValidationFailed
-from commentsvc.web.rendering import keep_render, location_of, shown
+from commentsvc.web.rendering import (
+    keep_deletion,
+    keep_post,
+    keep_read_change,
+    location_of,
+    shown,
+)
 
 if TYPE_CHECKING:
     from commentsvc.service import CommentService
@@ -36,9 +43,10 @@ class Written:
     write: idempotency.Keyed | None
 
     def after(self, response: Response, service: CommentService) -> Response:
-        """A keyed write that was stored (not replayed) may be this process's turn to
-        purge expired keys, after its response is sent (idempotency.PurgeSchedule)."""
-        if self.write is None or self.replay is not None:
+        """A write that was made (not replayed) may be this process's turn to purge
+        expired keys and old events, after its response is sent
+        (idempotency.PurgeSchedule)."""
+        if self.replay is not None:
             return response
         return service.idempotency_purge.after(response, get_engine())
 
@@ -72,7 +80,7 @@ def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
             posting.check(conn, fields, settings.target_exists)
             service.post_limiter.take(viewer.id)
             comment = one(conn, posting.write(conn, viewer.id, fields), service)
-            keep_render(conn, comment, settings)
+            keep_post(conn, comment, (fields["content_type"], fields["object_id"]), settings)
             location = location_of(comment.id)
             payload = shown(comment, settings, viewer)
             idempotency.remember(conn, write, 201, payload, location, comment.id)
@@ -99,7 +107,8 @@ def mark_read(req: Request, viewer: auth.Viewer, comment_id: int,
             comment = one(conn, comment_id, service)
             if store.set_read(conn, comment_id, is_read):
                 comment.is_read = is_read
-                keep_render(conn, comment, settings)
+                keep_read_change(conn, comment, (facts.content_type, facts.object_id),
+                                 settings)
             payload = shown(comment, settings, viewer)
             idempotency.remember(conn, write, 200, payload, None, comment_id)
     service.reads.wrote(viewer.id)
@@ -120,7 +129,8 @@ def delete(req: Request, viewer: auth.Viewer, comment_id: int,
             if not permissions.can_delete(viewer, facts.author_id):
                 raise PermissionDenied()
             if store.soft_delete(conn, comment_id):
-                keep_render(conn, one(conn, comment_id, service), service.settings)
+                keep_deletion(conn, one(conn, comment_id, service),
+                              (facts.content_type, facts.object_id), service.settings)
             idempotency.forget_text(conn, [comment_id])
             idempotency.remember(conn, write, 204, None, None, comment_id)
     service.reads.wrote(viewer.id)

@@ -22,6 +22,9 @@ ADD_LATER_COLUMNS = {
 # The service's tables, each before the tables it points at (tests and init-db --drop);
 # the host's tables are untouched. No rows.
 DROP_TABLES = (
+    "DROP TABLE IF EXISTS commentsvc_webhook_failure",
+    "DROP TABLE IF EXISTS commentsvc_webhook_endpoint",
+    "DROP TABLE IF EXISTS commentsvc_event",
     "DROP TABLE IF EXISTS commentsvc_idempotency_key",
     "DROP TABLE IF EXISTS commentsvc_token",
     "DROP TABLE IF EXISTS commentsvc_list_count",
