@@ -1,5 +1,5 @@
-"""Prometheus metrics of one app: requests by endpoint and status, their latency, and the
-database pool's connections in use.
+"""Prometheus metrics of one app: requests by endpoint and status, their latency, the
+database pool's connections in use, and webhook delivery (operations.event_metrics).
 
 Each app has a registry of its own (not the client library's global one), so many apps in
 one process (tests, a host with several) never collide. Labels are bounded: the endpoint
@@ -31,6 +31,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from commentsvc.operations.event_metrics import EventsCollector
 from commentsvc.storage.engine import get_engine
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
@@ -54,6 +55,7 @@ class RequestMetrics:
             "Seconds from the start of a request's handling to its response, by method and "
             "endpoint.", ("method", "endpoint"), buckets=BUCKETS, registry=self.registry)
         self.registry.register(PoolCollector(app))
+        self.registry.register(EventsCollector(app))
         self._counted: dict[tuple[str, str, int], Counter] = {}
         self._timed: dict[tuple[str, str], Histogram] = {}
 
@@ -134,6 +136,7 @@ def exposition(app: Flask) -> Response:
         shared = CollectorRegistry()
         MultiProcessCollector(shared)  # type: ignore[no-untyped-call]  # its __init__ has no hints
         shared.register(PoolCollector(app))
+        shared.register(EventsCollector(app))
         registry = shared
     return Response(_latest(registry), mimetype=None,
                     content_type=CONTENT_TYPE_LATEST,

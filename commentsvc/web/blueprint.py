@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response
 
-from commentsvc.operations import cli, request_log, startup
+from commentsvc.operations import cli, event_commands, request_log, startup
 from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.web import openapi
 from commentsvc.web.errors import install_error_handler, to_response
@@ -48,7 +48,7 @@ comments_api.add_url_rule(
 comments_api.add_url_rule("/api/schema/", endpoint="openapi_schema",
                           view_func=openapi.schema_view, methods=["GET"])
 comments_api.register_error_handler(Exception, to_response)
-for command in cli.COMMANDS:
+for command in (*cli.COMMANDS, *event_commands.COMMANDS):
     # A database that cannot be reached is one line naming the fix (commentsvc.operations.startup).
     comments_api.cli.add_command(startup.report_problems(command))
 

@@ -1,0 +1,101 @@
+"""Command-line commands of events (docs/EVENTS.md): `flask --app app deliver` runs the
+deliverer; `flask --app app events` shows where every webhook endpoint stands and what is
+failing."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+from flask.cli import with_appcontext
+
+from commentsvc.operations.deliverer import Deliverer
+from commentsvc.storage import deliveries, engine, outbox
+from commentsvc.web import current
+
+
+@click.command("deliver")
+@with_appcontext
+@click.option("--once", is_flag=True,
+              help="Send what is due now to every endpoint, then exit.")
+def deliver_command(once: bool) -> None:
+    """POST every event to each endpoint of COMMENTSVC_WEBHOOK_URLS, signed, in order, at
+    least once; runs until stopped (SIGTERM or Ctrl-C). One per node is plenty; several
+    share the endpoints between them."""
+    settings = current.service().settings
+    problem = (
+        "COMMENTSVC_WEBHOOK_URLS is empty: there is no endpoint to deliver to."
+        if not settings.webhook_urls else
+        "COMMENTSVC_WEBHOOK_SECRET is empty: webhooks must be signed."
+        if not settings.webhook_secret else
+        "COMMENTSVC_WEBHOOK_LEASE_SECONDS must be longer than "
+        "COMMENTSVC_WEBHOOK_TIMEOUT_SECONDS: a lease must outlast one attempt."
+        if settings.webhook_lease_seconds <= settings.webhook_timeout_seconds else None)
+    if problem:
+        click.echo(f"Cannot deliver: {problem}", err=True)
+        sys.exit(2)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    with engine.get_engine().begin() as conn:
+        engine.create_schema(conn)
+    deliverer = Deliverer(engine.get_engine(), settings)
+    deliverer.register()
+    if once:
+        accepted = deliverer.run_once()
+        click.echo(f"Delivered {accepted} event(s).")
+        return
+    stop = threading.Event()
+
+    def stopping(_signal: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, stopping)
+    click.echo(f"Delivering events to {len(settings.webhook_urls)} endpoint(s) "
+               f"as {deliverer.owner}.", err=True)
+    deliverer.run(stop)
+    click.echo("Stopped.", err=True)
+
+
+@click.command("events")
+@with_appcontext
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Most events given up on to list.")
+def events_command(limit: int) -> None:
+    """Where each webhook endpoint stands: events delivered, waiting and failed, its lag,
+    its failing event and its last error; then the events given up on."""
+    now = outbox.now()
+    with engine.get_engine().begin() as conn:
+        engine.create_schema(conn)
+        kept, newest = outbox.totals(conn)
+        endpoints = deliveries.states(conn)
+        abandoned = deliveries.given_up(conn, limit)
+    click.echo(f"Events: {kept} kept, newest id {newest}.")
+    if not endpoints:
+        click.echo("No webhook endpoint has been delivered to yet.")
+    for state in endpoints:
+        status = ("failing" if state.failing else "ok") + ("" if state.active else
+                                                          ", not configured")
+        click.echo(f"{state.url} [{status}] delivered {state.delivered}, waiting "
+                   f"{state.pending}, lag {state.lag_seconds(now):.1f} s, failed attempts "
+                   f"{state.failed_attempts}, given up {state.given_up}")
+        if state.failing:
+            click.echo(f"  event {state.delivered_through + 1}: {state.attempts} failed "
+                       f"attempt(s) since {state.first_failure:%Y-%m-%d %H:%M:%S} UTC, next "
+                       f"at {state.next_attempt:%Y-%m-%d %H:%M:%S} UTC: {state.last_error}")
+    if abandoned:
+        click.echo("Given up on (newest first):")
+    for item in abandoned:
+        click.echo(f"  {item.given_up_at:%Y-%m-%d %H:%M:%S} UTC {item.url} event "
+                   f"{item.event_id} {item.event_type or '(pruned)'} {item.event_uid or ''} "
+                   f"after {item.attempts} attempt(s): {item.last_error}")
+    if any(state.failing for state in endpoints) or abandoned:
+        sys.exit(1)
+
+
+COMMANDS = (deliver_command, events_command)

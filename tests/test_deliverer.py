@@ -1,0 +1,265 @@
+"""The deliverer against a real receiver: signed, in order, retried with backoff, given up
+after the retry window, one endpoint never holding up another, leases shared by several
+deliverers; the events command and the metrics show where each endpoint stands."""
+
+from __future__ import annotations
+
+import doctest
+import threading
+from datetime import timedelta
+
+import pytest
+
+from app import create_app
+from commentsvc.operations import deliverer as deliverer_module
+from commentsvc.operations.deliverer import Deliverer
+from commentsvc.storage import deliveries, engine, outbox
+from conftest import Community
+from webhook_receiver import WebhookReceiver
+
+SECRET = "test-webhook-secret-0123456789abcdef"
+URL = "/api/comments/"
+
+
+class Clock:
+    """A clock the test moves (naive UTC, as the deliverer's)."""
+
+    def __init__(self) -> None:
+        self.now = outbox.now()
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, **delta) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def receiver():
+    with WebhookReceiver(SECRET) as running:
+        yield running
+
+
+def hooked_app(app_factory, *urls, **config):
+    return app_factory(COMMENTSVC_WEBHOOK_URLS=",".join(urls),
+                       COMMENTSVC_WEBHOOK_SECRET=SECRET, COMMENTSVC_POST_RATE_LIMIT="",
+                       **config)
+
+
+def make_deliverer(app, clock=None, owner=None) -> Deliverer:
+    with app.app_context():
+        made = Deliverer(engine.get_engine(), app.extensions["commentsvc"].settings,
+                         clock=clock or outbox.now, owner=owner)
+        made.register()
+    return made
+
+
+def post_many(app, community, count: int, start: int = 0) -> list[int]:
+    client = app.test_client()
+    ids = []
+    for n in range(start, start + count):
+        response = client.post(URL, json={"content_type": "users.user", "object_id": 1,
+                                          "body": f"comment {n}"},
+                               headers=community.auth("bob"))
+        assert response.status_code == 201
+        ids.append(response.get_json()["id"])
+    return ids
+
+
+def endpoint_states(app) -> dict[str, deliveries.EndpointState]:
+    with app.app_context(), engine.get_engine().connect() as conn:
+        return {state.url: state for state in deliveries.states(conn)}
+
+
+def test_docstring_examples_hold():
+    assert doctest.testmod(deliverer_module).failed == 0
+
+
+def test_every_event_arrives_signed_in_order_once(app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url)
+    community = Community(app)
+    ids = post_many(app, community, 5)
+    client = app.test_client()
+    client.patch(f"{URL}{ids[0]}/", json={"is_read": True}, headers=community.auth("ann"))
+    client.delete(f"{URL}{ids[1]}/", headers=community.auth("bob"))
+    assert make_deliverer(app).run_once() == 7
+    events = receiver.events()
+    assert [e["type"] for e in events] == ["comment.created"] * 5 + [
+        "comment.read_changed", "comment.deleted"]
+    assert [e["data"]["comment_id"] for e in events] == [*ids, ids[0], ids[1]]
+    assert len(set(receiver.ids())) == 7
+    first = receiver.received[0]["headers"]
+    assert first["Commentsvc-Event-Type"] == "comment.created"
+    assert first["Commentsvc-Event-Id"] == events[0]["id"]
+    assert first["Commentsvc-Delivery-Attempt"] == "1"
+    assert first["Content-Type"] == "application/json"
+    assert first["User-Agent"].startswith("commentsvc-webhooks/")
+    assert receiver.rejected == []
+    # the second comment was deleted before delivery: its created event came without text
+    assert events[1]["data"]["comment"]["body"] == ""
+    assert make_deliverer(app).run_once() == 0  # nothing twice
+    state = endpoint_states(app)[receiver.url]
+    assert (state.delivered, state.pending, state.attempts) == (7, 0, 0)
+
+
+def test_a_dead_endpoint_holds_up_no_other_and_is_retried_with_backoff(app_factory, receiver):
+    with WebhookReceiver(SECRET) as broken:
+        broken.fail_with = 503
+        app = hooked_app(app_factory, broken.url, receiver.url)
+        community = Community(app)
+        post_many(app, community, 3)
+        clock = Clock()
+        deliverer = make_deliverer(app, clock)
+        assert deliverer.run_once() == 3
+        assert len(receiver.events()) == 3
+        assert broken.requests == 1, "one attempt, then it waits"
+        state = endpoint_states(app)[broken.url]
+        assert (state.attempts, state.delivered, state.pending) == (1, 0, 3)
+        assert state.last_error.startswith("HTTP 503")
+        assert timedelta(seconds=0.5) <= state.next_attempt - clock.now <= timedelta(seconds=1)
+        assert deliverer.run_once() == 0 and broken.requests == 1, "not due yet"
+        waits = []
+        for _ in range(4):
+            clock.advance(seconds=700)
+            deliverer.run_once()
+            state = endpoint_states(app)[broken.url]
+            waits.append((state.next_attempt - clock.now).total_seconds())
+        assert broken.requests == 5
+        assert (1 <= waits[0] <= 2 and 2 <= waits[1] <= 4 and 4 <= waits[2] <= 8
+                and 8 <= waits[3] <= 16), waits
+        broken.fail_with = None  # it came back
+        clock.advance(seconds=700)
+        assert deliverer.run_once() == 3
+        arrived = broken.received
+        assert [item["event"]["data"]["comment_id"] for item in arrived] == [
+            e["data"]["comment_id"] for e in receiver.events()], "the same order"
+        assert arrived[0]["headers"]["Commentsvc-Delivery-Attempt"] == "6"
+        assert endpoint_states(app)[broken.url].failed_attempts == 5
+
+
+def test_an_event_failing_for_the_whole_window_is_given_up_and_listed(
+        app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url, COMMENTSVC_WEBHOOK_RETRY_HOURS="1")
+    community = Community(app)
+    _, second_id = post_many(app, community, 2)
+    clock = Clock()
+    deliverer = make_deliverer(app, clock)
+    receiver.fail_with = 500
+    deliverer.run_once()
+    clock.advance(minutes=59)
+    deliverer.run_once()
+    runner = app.test_cli_runner()
+    failing = runner.invoke(args=["events"])
+    assert failing.exit_code == 1
+    assert f"{receiver.url} [failing]" in failing.output
+    assert "event 1: 2 failed attempt(s)" in failing.output and "HTTP 500" in failing.output
+    clock.advance(minutes=2)  # past the hour since the first failure
+    deliverer.run_once()  # event 1 given up; event 2 fails its first attempt
+    state = endpoint_states(app)[receiver.url]
+    assert (state.delivered_through, state.given_up, state.attempts) == (1, 1, 1)
+    receiver.fail_with = None
+    clock.advance(minutes=1)
+    assert deliverer.run_once() == 1
+    assert [e["data"]["comment_id"] for e in receiver.events()] == [second_id]
+    listed = runner.invoke(args=["events"])
+    assert listed.exit_code == 1  # something was given up on
+    assert "Given up on" in listed.output and "comment.created" in listed.output
+    assert "after 3 attempt(s): HTTP 500" in listed.output
+
+
+def test_a_lease_keeps_a_second_deliverer_off_until_it_runs_out(app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url, COMMENTSVC_WEBHOOK_LEASE_SECONDS="30")
+    community = Community(app)
+    post_many(app, community, 2)
+    clock = Clock()
+    first = make_deliverer(app, clock, owner="first")
+    second = make_deliverer(app, clock, owner="second")
+    with app.app_context():
+        held = deliveries.claim(first.engine, receiver.url, "first", clock.now, 30)
+    assert held is not None
+    assert second.run_once() == 0, "the first holds it"
+    clock.advance(seconds=31)  # the first froze; its lease ran out
+    assert second.run_once() == 2
+    event = deliveries.events_after(first.engine, 0, 1)[0]
+    assert not deliveries.delivered(first.engine, held, event.id, clock.now, 30), (
+        "a deliverer whose lease was taken over changes nothing")
+    assert endpoint_states(app)[receiver.url].delivered_through == 2
+
+
+def test_several_deliverers_at_once_deliver_each_event(app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url, COMMENTSVC_WEBHOOK_POLL_SECONDS="0.05")
+    community = Community(app)
+    post_many(app, community, 30)
+    stop = threading.Event()
+    workers = [make_deliverer(app, owner=f"node-{n}") for n in range(3)]
+    threads = [threading.Thread(target=w.serve, args=(receiver.url, stop)) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        post_many(app, community, 30, start=30)
+        events = receiver.wait_for(60)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    ids = [e["data"]["comment_id"] for e in events]
+    assert len(set(receiver.ids())) == 60
+    assert ids == sorted(ids), "in order, whichever deliverer sent each"
+
+
+def test_the_deliver_command_refuses_to_start_unconfigured(app_factory, receiver):
+    app = app_factory()
+    result = app.test_cli_runner().invoke(args=["deliver", "--once"])
+    assert result.exit_code == 2
+    assert "COMMENTSVC_WEBHOOK_URLS is empty" in result.output
+    unsigned = app_factory(COMMENTSVC_WEBHOOK_URLS=receiver.url)
+    result = unsigned.test_cli_runner().invoke(args=["deliver", "--once"])
+    assert result.exit_code == 2 and "COMMENTSVC_WEBHOOK_SECRET is empty" in result.output
+    short = hooked_app(app_factory, receiver.url, COMMENTSVC_WEBHOOK_LEASE_SECONDS="5")
+    result = short.test_cli_runner().invoke(args=["deliver", "--once"])
+    assert result.exit_code == 2 and "must be longer" in result.output
+
+
+def test_the_deliver_command_sends_what_is_due(app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url)
+    community = Community(app)
+    post_many(app, community, 3)
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["deliver", "--once"])
+    assert result.exit_code == 0, result.output
+    assert "Delivered 3 event(s)." in result.output
+    assert len(receiver.events()) == 3
+    listed = runner.invoke(args=["events"])
+    assert listed.exit_code == 0, listed.output
+    assert "Events: 3 kept, newest id 3." in listed.output
+    assert f"{receiver.url} [ok] delivered 3, waiting 0, lag 0.0 s" in listed.output
+
+
+def test_an_endpoint_no_longer_configured_stops_holding_events_back(app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url, "http://127.0.0.1:9/gone")
+    make_deliverer(app)
+    replaced = create_app({**app.config, "COMMENTSVC_WEBHOOK_URLS": receiver.url})
+    make_deliverer(replaced)  # the same database, one endpoint fewer
+    states = endpoint_states(replaced)
+    assert states["http://127.0.0.1:9/gone"].active is False
+    assert states[receiver.url].active is True
+    with replaced.app_context():
+        engine.get_engine().dispose()
+
+
+def test_metrics_give_delivered_failed_and_lag(app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url)
+    community = Community(app)
+    post_many(app, community, 2)
+    receiver.fail_with = 500
+    make_deliverer(app).run_once()
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    label = f'endpoint="{receiver.url}"'
+    assert f"commentsvc_webhook_delivered_total{{{label}}} 0.0" in text
+    assert f"commentsvc_webhook_failed_attempts_total{{{label}}} 1.0" in text
+    assert f"commentsvc_webhook_given_up_total{{{label}}} 0.0" in text
+    assert f"commentsvc_webhook_pending_events{{{label}}} 2.0" in text
+    lag = next(line for line in text.splitlines()
+               if line.startswith(f"commentsvc_webhook_lag_seconds{{{label}}}"))
+    assert float(lag.split()[-1]) >= 0
+    assert "commentsvc_events_kept 2.0" in text
