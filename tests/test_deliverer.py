@@ -9,13 +9,14 @@ import threading
 from datetime import timedelta
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from app import create_app
 from commentsvc.operations import deliverer as deliverer_module
 from commentsvc.operations.deliverer import Deliverer
 from commentsvc.storage import deliveries, engine, outbox
 from conftest import Community
-from webhook_receiver import WebhookReceiver
+from harness.webhook_receiver import WebhookReceiver
 
 SECRET = "test-webhook-secret-0123456789abcdef"
 URL = "/api/comments/"
@@ -263,3 +264,27 @@ def test_metrics_give_delivered_failed_and_lag(app_factory, receiver):
                if line.startswith(f"commentsvc_webhook_lag_seconds{{{label}}}"))
     assert float(lag.split()[-1]) >= 0
     assert "commentsvc_events_kept 2.0" in text
+
+
+def test_each_event_sent_is_the_body_and_headers_the_openapi_webhooks_give(
+        app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url)
+    community = Community(app)
+    [first] = post_many(app, community, 1)
+    client = app.test_client()
+    client.patch(f"{URL}{first}/", json={"is_read": True}, headers=community.auth("ann"))
+    client.delete(f"{URL}{first}/", headers=community.auth("bob"))
+    assert app.test_cli_runner().invoke(args=["erase-user", "2"]).exit_code == 0
+    make_deliverer(app).run_once()
+    doc = client.get("/api/schema/").get_json()
+    seen = set()
+    for item in receiver.received:
+        event = item["event"]
+        operation = doc["webhooks"][event["type"]]["post"]
+        schema = operation["requestBody"]["content"]["application/json"]["schema"]
+        validator = Draft202012Validator({**schema, "components": doc["components"]})
+        assert [e.message for e in validator.iter_errors(event)] == [], event
+        assert {p["name"] for p in operation["parameters"]} <= set(item["headers"])
+        seen.add(event["type"])
+    assert seen == {"comment.created", "comment.read_changed", "comment.deleted",
+                    "comment.erased"}

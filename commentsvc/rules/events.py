@@ -57,8 +57,13 @@ class EventDataSchema(Schema):
         "description": "The thread's root comment for a reply, null for a root."})
 
 
+# The comment as a created event carries it: the comment schema's fields every viewer
+# sees alike (the stored render).
+STORED_COMMENT_SCHEMA = ReplySchema(only=STORED_FIELDS)
+
+
 class CreatedDataSchema(EventDataSchema):
-    comment = StoredComment(ReplySchema(only=STORED_FIELDS), metadata={
+    comment = StoredComment(STORED_COMMENT_SCHEMA, metadata={
         "description": "The comment as every viewer sees it in a list; blanked (body \"\", "
                        "is_deleted true) if it was deleted or its author erased before "
                        "this event was sent."})
@@ -88,14 +93,22 @@ class ReadChangedEventSchema(EventSchema):
     data = fields.Nested(ReadChangedDataSchema)
 
 
+class DeletedEventSchema(EventSchema):
+    """The body of a comment.deleted webhook."""
+
+
+class ErasedEventSchema(EventSchema):
+    """The body of a comment.erased webhook."""
+
+
 # Each type's schema and what its webhook means (the OpenAPI document's webhooks).
 SCHEMAS: dict[str, tuple[type[EventSchema], str]] = {
     CREATED: (CreatedEventSchema, "A comment was posted."),
-    DELETED: (EventSchema, "A comment was deleted by its author or staff: its text is "
+    DELETED: (DeletedEventSchema, "A comment was deleted by its author or staff: its text is "
                            "gone, its place stays."),
     READ_CHANGED: (ReadChangedEventSchema, "A comment was marked read or unread by the "
                                            "owner of what it is on."),
-    ERASED: (EventSchema, "A comment's author was erased (the erase-user command): the "
+    ERASED: (ErasedEventSchema, "A comment's author was erased (the erase-user command): the "
                           "comment is shown deleted, with no text and a neutral name."),
 }
 _DUMPERS = {name: schema() for name, (schema, _) in SCHEMAS.items()}

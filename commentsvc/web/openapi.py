@@ -29,7 +29,7 @@ from commentsvc.rules.schemas import (
 )
 from commentsvc.settings import Settings
 from commentsvc.version import __version__
-from commentsvc.web import browser_session, current
+from commentsvc.web import browser_session, current, openapi_webhooks
 from commentsvc.web.request_body import FORM_TYPES
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
@@ -458,7 +458,9 @@ def build_document(app: Flask) -> dict[str, Any]:
     for rule in app.url_map.iter_rules():
         if rule.endpoint in operations:
             spec.path(path=openapi_path(rule.rule), operations=operations[rule.endpoint])
+    openapi_webhooks.add_event_schemas(spec)
     document = spec.to_dict()
+    document["webhooks"] = openapi_webhooks.webhooks()
     schemas = document["components"]["schemas"]
     for name in _ALWAYS_COMPLETE:
         schemas[name]["required"] = [field for field in schemas[name]["properties"]

@@ -1,4 +1,4 @@
-"""A real webhook receiver for tests: an HTTP server on a loopback port that checks each
+"""A real webhook receiver for tests and benchmarks: an HTTP server on a loopback port that checks each
 delivery's signature (commentsvc.webhooks.verify) and keeps what arrived.
 
     with WebhookReceiver(SECRET) as receiver:
@@ -30,6 +30,7 @@ class WebhookReceiver:
         self.received: list[dict[str, Any]] = []  # {"event", "headers", "at"}
         self.rejected: list[str] = []
         self.requests = 0
+        self.in_flight = 0  # deliveries being answered right now
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -49,6 +50,14 @@ class WebhookReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver._lock:
                     receiver.requests += 1
+                    receiver.in_flight += 1
+                try:
+                    self._answer(body)
+                finally:
+                    with receiver._lock:
+                        receiver.in_flight -= 1
+
+            def _answer(self, body: bytes) -> None:
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 status = receiver.fail_with
@@ -65,9 +74,12 @@ class WebhookReceiver:
                                                       "headers": dict(self.headers),
                                                       "at": time.monotonic()})
                         status = 204
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass  # the sender went away (killed mid-send): it will send again
 
             def log_message(self, *_args: Any) -> None:
                 pass
