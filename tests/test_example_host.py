@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -117,8 +118,8 @@ def test_the_hosts_tables_live_beside_the_services(example):
         tables = set(sa.inspect(conn).get_table_names())
         users = conn.execute(sa.text("SELECT id, username FROM commentsvc_user")).all()
         site_users = conn.execute(sa.text("SELECT name FROM host_user ORDER BY id")).all()
-    assert {"host_user", "blog_post"} <= tables
-    assert {name for name in tables - {"host_user", "blog_post"}
+    assert {"host_user", "blog_post", "host_notification"} <= tables
+    assert {name for name in tables - {"host_user", "blog_post", "host_notification"}
             if not name.startswith("commentsvc_")} == set()
     assert "commentsvc_comment" in tables
     assert [tuple(row) for row in users] == [(1, "ann")]  # added on her first write
@@ -134,6 +135,65 @@ def test_the_api_and_its_document_follow_the_prefix(example):
     assert enum == ["blog.post", "users.user"]
     assert client.get("/community/api/nothing/").get_json() == {"detail": "Not found."}
     assert client.get("/api/comments/").status_code == 404  # nothing outside the prefix
+
+
+@pytest.fixture
+def served(example):
+    """The example site on a real server (a thread), where webhooks can reach it."""
+    from werkzeug.serving import make_server
+
+    module, app = example
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    app.config["COMMENTSVC_WEBHOOK_URLS"] = f"http://127.0.0.1:{server.port}/hooks/comments"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield module, app, server.port
+    server.shutdown()
+
+
+def test_a_comment_on_a_profile_reaches_its_owner_as_a_notification(served):
+    module, app, port = served
+    reader = app.test_client()
+    sign_in(reader, "ann", "ann-secret")  # her first write makes her known to comments
+    assert reader.post(URL, json={**ON_POST, "body": "Hello"}).status_code == 201
+    client = app.test_client()
+    sign_in(client, "admin", "admin-secret")
+    on_ann = client.post(URL, json={"content_type": "users.user", "object_id": 1,
+                                    "body": "Nice profile"})
+    assert on_ann.status_code == 201
+    assert client.post(URL, json={**ON_POST, "body": "on a post"}).status_code == 201
+    # A fresh app reads the webhook URL the server got (settings are read once per app).
+    host = module.create_app({**app.config})
+    delivered = host.test_cli_runner().invoke(args=["deliver", "--once"])
+    assert delivered.exit_code == 0, delivered.output
+    assert "Delivered 3 event(s)." in delivered.output
+    home = reader.get("/").get_data(as_text=True)
+    assert "New comment on <a href=\"/community/api/comments/?content_type=users.user&amp;" \
+           "object_id=1\">your profile</a> by admin" in home
+    assert home.count("New comment on") == 1  # comments on posts tell nobody
+    with app.app_context():
+        assert [(n.user_id, n.comment_id) for n in module.db.session.scalars(
+            module.db.select(module.Notification))] == [(1, on_ann.get_json()["id"])]
+
+
+def test_the_hook_refuses_forgeries_and_tells_a_repeat_once(served):
+    from commentsvc.webhooks import headers_for
+
+    module, app, _port = served
+    secret = app.config["COMMENTSVC_WEBHOOK_SECRET"]
+    event = {"id": "evt-1", "type": "comment.created", "created": "2026-11-25T10:00:00Z",
+             "data": {"comment_id": 7, "content_type": "users.user", "object_id": 1,
+                      "parent_id": None, "comment": {"author": "bob"}}}
+    body = json.dumps(event).encode()
+    client = app.test_client()
+    forged = headers_for("another-secret-0123456789abcdef", "evt-1", "comment.created",
+                         body, 1)
+    assert client.post("/hooks/comments", data=body, headers=forged).status_code == 400
+    signed = headers_for(secret, "evt-1", "comment.created", body, 1)
+    for _attempt in (1, 2):
+        assert client.post("/hooks/comments", data=body, headers=signed).status_code == 204
+    with app.app_context():
+        assert module.db.session.query(module.Notification).count() == 1
 
 
 def test_signing_out_is_a_form_that_posts_to_logout(example):

@@ -8,6 +8,12 @@ its ``commentsvc_*`` tables to the same database and trusts the site's login.
     flask --app examples/host_site/hostsite.py init-site
     flask --app examples/host_site/hostsite.py run
     # http://127.0.0.1:5000/ ; sign in as ann / ann-secret, then post on /posts/1
+    flask --app examples/host_site/hostsite.py deliver   # beside it: webhooks to /hooks/comments
+
+The site hears of every comment through the service's webhooks (docs/EVENTS.md): the
+deliver command POSTs each event to the site's ``/hooks/comments``, which checks its
+signature with ``commentsvc.webhooks.verify`` and tells the owner of a profile of each new
+comment on it ("New comment on your profile"), once, however often an event arrives.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 from flask import Flask, abort, redirect, render_template_string, request, session, url_for
 from flask_sqlalchemy import SQLAlchemy
 from markupsafe import Markup
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 from werkzeug.wrappers import Response
@@ -26,6 +33,7 @@ from werkzeug.wrappers import Response
 from commentsvc import comments_api
 from commentsvc.storage import engine as comments_db
 from commentsvc.storage.database_urls import normalise_url
+from commentsvc.webhooks import InvalidSignature, verify
 
 db = SQLAlchemy()
 
@@ -47,6 +55,18 @@ class BlogPost(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     title: Mapped[str]
     text: Mapped[str]
+
+
+class Notification(db.Model):
+    """What the site tells a user: a new comment on their profile (from a webhook). The
+    event's id is unique, so an event delivered twice tells them once."""
+
+    __tablename__ = "host_notification"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(index=True)
+    event_id: Mapped[str] = mapped_column(unique=True)
+    author: Mapped[str]
+    comment_id: Mapped[int]
 
 
 def current_user() -> SimpleNamespace | None:
@@ -82,6 +102,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         COMMENTSVC_CURRENT_USER=current_user,
         COMMENTSVC_TARGET_EXISTS=post_exists,
         COMMENTSVC_PAGE_SIZE=20,
+        # Webhooks: `flask --app ... deliver` POSTs every event to the site itself.
+        COMMENTSVC_WEBHOOK_URLS=os.environ.get("HOST_SITE_WEBHOOK_URL",
+                                               "http://127.0.0.1:5000/hooks/comments"),
+        COMMENTSVC_WEBHOOK_SECRET=os.environ.get("HOST_SITE_WEBHOOK_SECRET",
+                                                 "change me: a webhook secret of 24+ characters"),
     )
     app.config.update(test_config or {})
     # The site's own URL follows the service's rule: postgresql:// means psycopg2.
@@ -94,9 +119,29 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         links = Markup("").join(
             Markup('<li><a href="{}">{}</a></li>').format(url_for("post", post_id=p.id), p.title)
             for p in posts)
-        return render_template_string(PAGE, title="Host site", content=Markup("<ul>{}</ul>")
-                                      .format(links),
-                                      user=signed_in_user())
+        user = signed_in_user()
+        return render_template_string(PAGE, title="Host site", content=Markup("<ul>{}</ul>{}")
+                                      .format(links, notifications_of(user)), user=user)
+
+    @app.post("/hooks/comments")
+    def comment_event() -> Response:
+        """A webhook of the comment service: signed, or refused; told once per event."""
+        try:
+            event = verify(app.config["COMMENTSVC_WEBHOOK_SECRET"], request.headers,
+                           request.get_data())
+        except InvalidSignature:
+            return Response("bad signature", status=400)
+        data = event["data"]
+        if (event["type"] == "comment.created" and data["content_type"] == "users.user"
+                and db.session.get(HostUser, data["object_id"]) is not None):
+            db.session.add(Notification(user_id=data["object_id"], event_id=event["id"],
+                                        author=data["comment"]["author"],
+                                        comment_id=data["comment_id"]))
+            try:
+                db.session.commit()
+            except IntegrityError:  # this event arrived before: told already
+                db.session.rollback()
+        return Response(status=204)
 
     @app.get("/posts/<int:post_id>")
     def post(post_id: int) -> str:
@@ -133,6 +178,19 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(comments_api, url_prefix="/community")
     return app
+
+
+def notifications_of(user: HostUser | None) -> Markup:
+    """The signed-in user's notifications, newest first."""
+    if user is None:
+        return Markup("")
+    found = db.session.scalars(db.select(Notification).filter_by(user_id=user.id)
+                               .order_by(Notification.id.desc())).all()
+    profile = url_for("commentsvc.comment_list", content_type="users.user", object_id=user.id)
+    items = Markup("").join(Markup('<li>New comment on <a href="{}">your profile</a> by {}'
+                                   '</li>').format(profile, n.author) for n in found)
+    return Markup('<h2>Notifications</h2><ul class="notifications">{}</ul>').format(
+        items or Markup("<li>None yet.</li>"))
 
 
 def signed_in_user() -> HostUser | None:
