@@ -106,7 +106,7 @@ CREATE INDEX IF NOT EXISTS commentsvc_idempotency_key_comment
 -- if and only if its write committed. Writers take turns (the writers' lock), so ids rise
 -- in commit order and a deliverer that has sent every id up to N has missed none. The
 -- payload is the JSON body sent, with the comment's text removed once it is deleted or
--- its author erased. Kept EVENT_RETENTION_HOURS after every endpoint has it.
+-- its author erased. Kept EVENT_RETENTION_HOURS at least, and until every endpoint has it.
 CREATE TABLE IF NOT EXISTS commentsvc_event (
     id          BIGINT PRIMARY KEY,
     event_uid   VARCHAR(36) NOT NULL,
@@ -139,7 +139,7 @@ CREATE TABLE IF NOT EXISTS commentsvc_webhook_endpoint (
 );
 
 -- Events an endpoint never accepted within WEBHOOK_RETRY_HOURS: given up on, kept here
--- (the events command lists them; events redeliver sends them again).
+-- (the events command lists them).
 CREATE TABLE IF NOT EXISTS commentsvc_webhook_failure (
     url          TEXT NOT NULL,
     event_id     BIGINT NOT NULL,

@@ -336,8 +336,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WEBHOOK_POLL_SECONDS", 0.5, _positive_seconds,
             "How often (seconds) an idle deliverer looks for new events."),
     Setting("EVENT_RETENTION_HOURS", 168, _positive_seconds,
-            "Hours an event is kept after every endpoint has it (or was given it up), for "
-            "a new endpoint and for inspection; with no endpoint, after it was written."),
+            "Hours an event is kept at least (for a new endpoint, and for inspection); "
+            "older ones are pruned once every configured endpoint has them (delivered or "
+            "given up on)."),
     Setting("TARGET_EXISTS", None, _callable,
             "A host site's function (content_type, object_id) -> bool saying whether an "
             "object of one of its own content types exists, so comments can be posted to "
