@@ -1,5 +1,5 @@
-"""A real webhook receiver for tests and benchmarks: an HTTP server on a loopback port that checks each
-delivery's signature (commentsvc.webhooks.verify) and keeps what arrived.
+"""A real webhook receiver for tests and benchmarks: an HTTP server on a loopback port
+that checks each delivery's signature (commentsvc.webhooks.verify) and keeps what arrived.
 
     with WebhookReceiver(SECRET) as receiver:
         receiver.url                    # where the deliverer POSTs
