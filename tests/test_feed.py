@@ -331,6 +331,19 @@ def test_head_is_the_gets_headers_without_a_body(client, community):
     assert held.status_code == 304
 
 
+def test_the_browsable_list_links_its_feed(client, community):
+    for query, feed_query in ((PAGE_QUERY, "?content_type=comics.comicpage&amp;object_id=10"),
+                              ("?content_type=users.user", "?content_type=users.user"),
+                              ("", "")):
+        page = client.get(LIST + (query + "&" if query else "?") + "format=api")
+        html = page.get_data(as_text=True)
+        assert (f'<link rel="alternate" type="application/atom+xml" '
+                f'title="Atom feed of this list" href="/api/comments/feed/{feed_query}">') in html
+        assert f'<a class="feed" href="/api/comments/feed/{feed_query}">Atom feed</a>' in html
+        href = feed_query.replace("&amp;", "&")
+        fetch(client, FEED + href)
+
+
 def test_under_a_mount_prefix_the_links_carry_it(host_factory, sample_records):
     host = host_factory()
     insert_records(host, sample_records)
@@ -346,6 +359,8 @@ def test_under_a_mount_prefix_the_links_carry_it(host_factory, sample_records):
     assert feed_links(behind)["self"][1] == (
         "https://public.example/site/community/api/comments/feed/?content_type=comics.comicpage")
     assert behind.headers["ETag"] != response.headers["ETag"]
+    html = client.get("/community/api/comments/?format=api").get_data(as_text=True)
+    assert 'href="/community/api/comments/feed/"' in html
 
 
 def test_forwarded_headers_count_only_from_a_trusted_proxy(app_factory):
