@@ -20,6 +20,8 @@ from feedgen.feed import FeedGenerator
 from commentsvc.version import __version__
 
 ATOM_TYPE = "application/atom+xml"
+# Entries a feed holds: its list's newest, as the list's first page of this size.
+FEED_SIZE = 50
 # The feed's updated date when it has no entry: fixed, so an empty feed keeps its ETag's
 # promise (the same bytes until the list changes).
 EMPTY_UPDATED = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,5 +1,5 @@
-"""A list's Atom feed: its newest ``FEED_SIZE`` comments, the entries the JSON list gives
-on page 1 with ``page_size=FEED_SIZE``.
+"""A list's Atom feed: its newest ``atom.FEED_SIZE`` comments, the entries the JSON list gives
+on page 1 with that ``page_size``.
 
 They are read and rendered the JSON list's way: the same one-statement page read
 (storage.counters), the same stored renders, escaping and anonymous and deleted rules
@@ -37,11 +37,10 @@ if TYPE_CHECKING:
     from commentsvc.service import CommentService
     from commentsvc.storage.counters import ListStateReader
 
-FEED_SIZE = 50
 LIST_ENDPOINT = "commentsvc.comment_list"
 # What shapes a feed besides its list, URL and display settings: a tag of its own (never
 # a JSON list's or a page's), changed with the feed's size or layout.
-_FEED_DIGEST = f"{atom.ATOM_TYPE}\x00{FEED_SIZE}\x001"
+_FEED_DIGEST = f"{atom.ATOM_TYPE}\x00{atom.FEED_SIZE}\x001"
 
 
 def requested_list(req: Request, service: CommentService) -> CommentList:
@@ -93,7 +92,8 @@ class ListFeed:
         """The feed read (the page read, then the entries' dates), written, then cached
         under the tag of the state its own read saw."""
         settings = self.service.settings
-        state, rows = reader.read_page(list_page_read(self.comments, 1, FEED_SIZE, settings))
+        state, rows = reader.read_page(
+            list_page_read(self.comments, 1, atom.FEED_SIZE, settings))
         entries = results(rows, display_of(settings), None)
         ids = [entry["id"] for entry in entries]
         dates = read_snapshot(engine, lambda conn: store.dates(conn, ids))
