@@ -390,3 +390,13 @@ def test_the_modules_examples_hold():
     for module in (feed_module, comment_lists):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
+
+
+def test_nodes_sharing_a_redis_cache_share_feeds(app_factory, redis_url, monkeypatch):
+    node_a = app_factory(COMMENTSVC_RESPONSE_CACHE_URL=redis_url)
+    node_b = app_factory(COMMENTSVC_RESPONSE_CACHE_URL=redis_url)
+    Community(node_a)
+    built = fetch(node_a.test_client())
+    monkeypatch.setattr(atom, "render", lambda *_args: pytest.fail("built again"))
+    shared = fetch(node_b.test_client())
+    assert shared.data == built.data and shared.headers["ETag"] == built.headers["ETag"]
