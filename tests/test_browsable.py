@@ -68,7 +68,7 @@ PAGE_ATTRS = {"lang", "charset", "name", "content", "rel", "href", "class", "ari
               "aria-current", "aria-hidden", "method", "action", "type", "value", "id", "for",
               "selected", "inputmode", "size", "src", "alt", "width", "height", "pattern",
               "required", "rows", "maxlength", "defer", "data-method", "data-url",
-              "data-body", "role", "hidden", "autocomplete"}
+              "data-body", "role", "hidden", "autocomplete", "title"}
 
 
 # --- json_html -----------------------------------------------------------------------

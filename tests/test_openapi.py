@@ -15,6 +15,7 @@ from commentsvc.web import idempotency, openapi
 from conftest import Community, insert_records
 
 URL = "/api/comments/"
+FEED = "/api/comments/feed/"
 PAGE = {"content_type": "comics.comicpage", "object_id": 10}
 
 
@@ -101,6 +102,17 @@ def test_the_documented_parameters_are_the_ones_read(client):
     assert doc["components"]["schemas"]["ReadFlag"]["required"] == ["is_read"]
 
 
+def test_the_feed_is_documented_with_the_lists_filters_and_atom(client):
+    doc = document(client)
+    operation = doc["paths"][FEED]["get"]
+    names = [resolved(doc, p)["name"] for p in operation["parameters"]]
+    assert names == ["content_type", "object_id", "If-None-Match"]
+    assert operation["responses"]["200"]["content"] == {
+        "application/atom+xml": {"schema": {"type": "string"}}}
+    assert set(operation["responses"]) == {"200", "304", "400", "401", "500", "503"}
+    assert set(doc["paths"][FEED]) == {"get", "head"}
+
+
 def test_the_document_follows_the_hosts_settings(app_factory):
     client = app_factory(COMMENTSVC_CONTENT_TYPES="blog.post,users.user").test_client()
     doc = document(client)
@@ -121,6 +133,7 @@ def test_the_document_follows_the_mount_prefix_and_script_root(database_url):
     doc = document(client, "/community")
     validate(doc)
     assert set(doc["paths"]) == {"/community/api/comments/",
+                                 "/community/api/comments/feed/",
                                  "/community/api/comments/{comment_id}/",
                                  "/community/api/schema/"}
     behind = client.get("/community/api/schema/", base_url="http://localhost/site/")
@@ -170,6 +183,19 @@ def test_real_responses_match_the_document(busy_app, monkeypatch):
     check("OPTIONS", f"{URL}100/", 200)
     check("GET", "/api/schema/", 200)
     check("HEAD", "/api/schema/", 200)
+    # The Atom feed of a list: its reads, its 304, its refusals.
+    for query in ("", "?content_type=comics.comicpage", "?content_type=users.user&object_id=1"):
+        check("GET", FEED + query, 200)
+        check("HEAD", FEED + query, 200)
+    feed_tag = check("GET", FEED, 200).headers["ETag"]
+    check("GET", FEED, 304, headers={"If-None-Match": feed_tag})
+    check("HEAD", FEED, 304, headers={"If-None-Match": feed_tag})
+    for query in ("?object_id=1", "?content_type=nope.nope",
+                  "?content_type=users.user&object_id=x"):
+        check("GET", FEED + query, 400)
+    check("GET", FEED, 401, headers={"Authorization": "Token nope"})
+    check("POST", FEED, 405)
+    check("OPTIONS", FEED, 405)
     for path in ("/healthz", "/readyz", "/metrics"):
         check("GET", path, 200)
         check("HEAD", path, 200)

@@ -7,6 +7,7 @@ store can read its size and any page of it without scanning.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 SITE_KEY = "site"
 
@@ -26,6 +27,16 @@ class CommentList:
         ('site', 'kind:users.user', 'target:users.user:7')
         """
         return list_key(self.content_type, self.object_id)
+
+    @property
+    def filters(self) -> dict[str, Any]:  # Any: url_for takes them as keywords
+        """The query parameters that name the list in its URLs (none for the whole site).
+
+        >>> CommentList().filters, CommentList("users.user", 7).filters
+        ({}, {'content_type': 'users.user', 'object_id': 7})
+        """
+        named = {"content_type": self.content_type, "object_id": self.object_id}
+        return {name: value for name, value in named.items() if value is not None}
 
 
 def list_key(content_type: str | None, object_id: int | None) -> str:

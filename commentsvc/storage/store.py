@@ -91,6 +91,13 @@ def targets(conn: Connection, ids: list[int]) -> dict[int, tuple[str, int]]:
             for row in conn.execute(listing.COMMENT_TARGETS, {"ids": ids})}
 
 
+def dates(conn: Connection, ids: list[int]) -> dict[int, datetime]:
+    """Each comment's date (naive UTC, as stored), by id; ids that name none are left out."""
+    if not ids:
+        return {}
+    return {row.id: row.date_added for row in conn.execute(listing.COMMENT_DATES, {"ids": ids})}
+
+
 def _with_replies(conn: Connection, entries: list[Comment], reply_cap: int) -> list[Comment]:
     """``entries`` with each root's replies embedded, newest first."""
     roots = {entry.id: entry for entry in entries if entry.parent_id is None}

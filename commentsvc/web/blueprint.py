@@ -16,7 +16,7 @@ from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.web import openapi
 from commentsvc.web.errors import install_error_handler, to_response
 from commentsvc.web.responses import NOSNIFF
-from commentsvc.web.views import CommentDetailView, CommentListView
+from commentsvc.web.views import CommentDetailView, CommentFeedView, CommentListView
 
 
 class _Blueprint(Blueprint):
@@ -38,6 +38,9 @@ comments_api.add_url_rule(
     view_func=CommentListView.as_view("comment_list"),
     methods=["GET", "POST", "OPTIONS"],
 )
+# A list's newest comments as Atom (GET and HEAD; no OPTIONS, as the other documents).
+comments_api.add_url_rule("/api/comments/feed/",
+                          view_func=CommentFeedView.as_view("comment_feed"), methods=["GET"])
 # Ids are positive 64-bit integers; anything else names no comment (404).
 comments_api.add_url_rule(
     f"/api/comments/<int(min=1, max={INT64_MAX}):comment_id>/",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
 import orjson
@@ -23,7 +23,10 @@ from commentsvc.rules import permissions
 from commentsvc.web import current, options_description
 from commentsvc.web.auth import Viewer
 from commentsvc.web.request_args import last, raw_query
-from commentsvc.web.responses import DETAIL_ENDPOINT
+from commentsvc.web.responses import DETAIL_ENDPOINT, FEED_ENDPOINT
+
+if TYPE_CHECKING:
+    from commentsvc.rules.comment_lists import CommentList
 
 LIST_ENDPOINT = "commentsvc.comment_list"
 # Stands in the cached page for the post form's idempotency key, which each page served
@@ -216,13 +219,14 @@ def kind_links(req: Request, content_types: tuple[str, ...]) -> list[dict[str, s
             for kind in content_types]
 
 
-def list_page(req: Request, data: dict[str, Any], *, page: int,
+def list_page(req: Request, data: dict[str, Any], *, page: int, listed: CommentList,
               json_headers: dict[str, str], viewer: Viewer | None,
               content_types: tuple[str, ...], new_comment_schema: Schema,
               max_body_length: int, name: str, summary: str,
               targets: dict[int, tuple[str, int]] | None = None) -> bytes:
     """A page of the list: filter form, pager, the comments' preview (with what the viewer
-    may do to each, given the comments' ``targets``) and the JSON."""
+    may do to each, given the comments' ``targets``), the JSON, and the link to the
+    ``listed`` list's Atom feed (web.feed) that feed readers find in the head."""
     context = _frame(req, method="GET", status=200, json_headers=json_headers, data=data,
                      name=name, summary=summary, viewer=viewer)
     context.update(
@@ -237,6 +241,7 @@ def list_page(req: Request, data: dict[str, Any], *, page: int,
         post=post_form(req, viewer, new_comment_schema),
         actions=comment_actions(data["results"], viewer, targets or {}),
         max_body_length=max_body_length,
+        feed_url=url_for(FEED_ENDPOINT, **listed.filters),
     )
     return _render("list.html", context)
 

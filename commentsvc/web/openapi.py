@@ -19,6 +19,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask, Response, current_app, request
 from marshmallow import Schema, fields
 
+from commentsvc.rules.atom import ATOM_TYPE, FEED_SIZE
 from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.rules.schemas import (
     CommentSchema,
@@ -31,7 +32,7 @@ from commentsvc.settings import Settings
 from commentsvc.version import __version__
 from commentsvc.web import browser_session, current, openapi_webhooks
 from commentsvc.web.request_body import FORM_TYPES
-from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
+from commentsvc.web.responses import FEED_ENDPOINT, NOSNIFF, READ_ONLY_ALLOW
 
 OPENAPI_VERSION = "3.1.0"
 SCHEMA_ENDPOINT = "commentsvc.openapi_schema"
@@ -119,8 +120,9 @@ _SOMETIMES = ("Idempotent-Replayed",)
 _HEADERS = {
     "Allow": ("The resource's methods.", "GET, POST, HEAD, OPTIONS"),
     "Vary": ("Always Accept.", "Accept"),
-    "ETag": ("Strong tag of this page; send it back in If-None-Match.", '"3f2a…"'),
-    "Cache-Control": ("Lists: max-age=N, must-revalidate (private for a signed-in user); "
+    "ETag": ("Strong tag of this page or feed; send it back in If-None-Match.", '"3f2a…"'),
+    "Cache-Control": ("Lists and feeds: max-age=N, must-revalidate (a list's is private for "
+                      "a signed-in user); "
                       "health, readiness and metrics: no-store.",
                       "max-age=0, must-revalidate"),
     "Location": ("URL of the new comment.", "https://example.com/api/comments/42/"),
@@ -159,13 +161,28 @@ def _body(schema: str, description: str) -> dict[str, Any]:
 
 def _query_parameters(settings: Settings,
                       plugin: MarshmallowPlugin) -> list[dict[str, Any]]:
-    """The list's query: the filters from ListQuerySchema, then ``page`` and ``format``.
+    """The list's query: the filters from ListQuerySchema, then ``page`` and ``format``."""
+    return [*_filter_parameters(settings, plugin), {
+        "in": "query", "name": "page", "required": False,
+        "description": "1-based page number, or last. Past the last page: 404.",
+        "schema": {"type": "string", "pattern": "^([0-9]+|last)$", "default": "1"},
+    }, {
+        "in": "query", "name": "format", "required": False,
+        "description": "json, or api for the browsable HTML page.",
+        "schema": {"type": "string", "enum": ["json", "api"], "default": "json"},
+    }]
+
+
+def _filter_parameters(settings: Settings,
+                       plugin: MarshmallowPlugin) -> list[dict[str, Any]]:
+    """The list's filters (content_type, object_id, page_size) from ListQuerySchema.
 
     The schema loads missing values as null; in a query string a parameter is simply
     left out, so the document drops the null and the null default.
     """
     assert plugin.converter is not None
-    filters = plugin.converter.schema2parameters(ListQuerySchema, location="query")
+    filters: list[dict[str, Any]] = plugin.converter.schema2parameters(
+        ListQuerySchema, location="query")
     notes = {
         "content_type": "One kind of target, app_label.model_name. Alone: every target "
                         "of that kind. Empty: 400.",
@@ -184,15 +201,7 @@ def _query_parameters(settings: Settings,
     by_name = {parameter["name"]: parameter for parameter in filters}
     by_name["content_type"]["schema"]["enum"] = sorted(settings.content_types)
     by_name["page_size"]["schema"]["minimum"] = 1
-    return [*filters, {
-        "in": "query", "name": "page", "required": False,
-        "description": "1-based page number, or last. Past the last page: 404.",
-        "schema": {"type": "string", "pattern": "^([0-9]+|last)$", "default": "1"},
-    }, {
-        "in": "query", "name": "format", "required": False,
-        "description": "json, or api for the browsable HTML page.",
-        "schema": {"type": "string", "enum": ["json", "api"], "default": "json"},
-    }]
+    return filters
 
 
 def _list_ok() -> dict[str, Any]:
@@ -200,6 +209,40 @@ def _list_ok() -> dict[str, Any]:
     content = {**_json("CommentList"), **_PAGE}
     return {"description": "One page of comments.", "content": content,
             "headers": _header_refs("ETag", "Cache-Control", "Allow", "Vary")}
+
+
+def _feed_operations(settings: Settings, plugin: MarshmallowPlugin,
+                     optional_sign_in: list[dict[str, list[str]]],
+                     common: dict[str, Any]) -> dict[str, Any]:
+    """GET and HEAD of a list's Atom feed (web.feed): the list's filters, its 400s."""
+    filters = [parameter for parameter in _filter_parameters(settings, plugin)
+               if parameter["name"] != "page_size"]
+    feed_headers = _header_refs("ETag", "Cache-Control", "Allow")
+    get: dict[str, Any] = {
+        "tags": ["comments"], "operationId": "getCommentFeed",
+        "summary": f"The list's newest {FEED_SIZE} comments as an Atom 1.0 feed (RFC 4287): "
+                   "the entries the JSON list gives on page 1 with page_size="
+                   f"{FEED_SIZE}, each with its author and its body as the list's HTML.",
+        "security": optional_sign_in,
+        "parameters": [*filters, "IfNoneMatch"],
+        "responses": {
+            "200": {"description": "The feed.",
+                    "content": {ATOM_TYPE: {"schema": {"type": "string"}}},
+                    "headers": feed_headers},
+            "304": {"description": "The client's copy (If-None-Match) is current: the "
+                                   "200's headers but Content-Type, no body.",
+                    "headers": feed_headers},
+            "400": {"description": "Bad filters.", "content": _json(_FIELD_ERRORS_REF),
+                    "headers": _header_refs("Allow", "Vary")},
+            "401": _ref("NotAuthenticated"), **common,
+        },
+    }
+    head = {**get, "operationId": "getCommentFeedHead",
+            "summary": "The GET's status and headers, without a body.",
+            "responses": {code: {k: v for k, v in answer.items() if k != "content"}
+                          if "content" in answer else answer
+                          for code, answer in get["responses"].items()}}
+    return {"get": get, "head": head}
 
 
 def _operations(settings: Settings, browser_sign_in: bool,
@@ -315,6 +358,7 @@ def _operations(settings: Settings, browser_sign_in: bool,
                                  not_found=_error("An id that names no comment (out of "
                                                   "range, or not a number).")),
         },
+        FEED_ENDPOINT: _feed_operations(settings, plugin, optional_sign_in, common),
         **_ops_operations(),
         SCHEMA_ENDPOINT: {
             "get": {

@@ -37,6 +37,15 @@ class Page:
         return pagination.position_range(self.number, self.size, self.state.count)
 
 
+def list_page_read(comments: CommentList, page: int, page_size: int,
+                   settings: Settings) -> PageRead:
+    """The one-statement read of page ``page`` (0: the last) of a list."""
+    kind = "site" if comments.content_type is None else (
+        "kind" if comments.object_id is None else "target")
+    return PageRead(kind, comments.key, page, page_size, settings.max_embedded_replies,
+                    settings.render_display, comments.content_type, comments.object_id)
+
+
 class PageNumberPagination:
     """Numbered pages of ``page_size`` comments (``?page_size=`` up to ``max_page_size``)."""
 
@@ -68,12 +77,8 @@ class PageNumberPagination:
         """The one-statement read of the page asked for, before the list's size is known
         (a ``page`` the list turns out not to have reads no comment; ``paginate`` then
         answers 404)."""
-        kind = "site" if comments.content_type is None else (
-            "kind" if comments.object_id is None else "target")
-        return PageRead(kind, comments.key,
-                        pagination.requested_page(request_args.last(request, "page")),
-                        page_size, settings.max_embedded_replies, settings.render_display,
-                        comments.content_type, comments.object_id)
+        return list_page_read(comments, pagination.requested_page(
+            request_args.last(request, "page")), page_size, settings)
 
     @staticmethod
     def get_paginated_response(request: Request, page: Page,

@@ -116,7 +116,7 @@ class ListPage:
                 r["id"] for c in entries for r in c["replies"] or []]
             targets = read_snapshot(engine, lambda conn: store.targets(conn, shown_ids))
         return browsable.list_page(
-            self.req, data, page=page.number, viewer=self.viewer,
+            self.req, data, page=page.number, listed=self.comments, viewer=self.viewer,
             content_types=self.service.settings.content_types,
             new_comment_schema=self.service.new_comment_schema,
             max_body_length=self.service.settings.max_body_length,

@@ -45,6 +45,13 @@ def list_filters(request: Request, schema: ListQuerySchema,
     return _loaded_filters(schema, raw, default_size, max_size)
 
 
+def list_named(request: Request, schema: ListQuerySchema) -> CommentList:
+    """The list a request names, by its filters alone (``page`` and ``page_size`` are not
+    read: the feed has neither); 400 with the list's field messages if malformed."""
+    raw = (last_given(request, "content_type"), last_given(request, "object_id"), None)
+    return _loaded_filters(schema, raw, 1, 1)[0]
+
+
 _FILTERS = ("content_type", "object_id", "page_size")
 
 

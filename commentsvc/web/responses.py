@@ -2,8 +2,8 @@
 headers every answer carries.
 
 ``Allow`` names the methods of the resource answering: the collection's, one comment's
-at /api/comments/<id>/, or GET and HEAD for the read-only documents (the OpenAPI
-document, health, readiness, metrics).
+at /api/comments/<id>/, or GET and HEAD for the read-only documents (a list's Atom
+feed, the OpenAPI document, health, readiness, metrics).
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ ALLOW = "GET, POST, HEAD, OPTIONS"
 DETAIL_ALLOW = "GET, PATCH, DELETE, HEAD, OPTIONS"
 DETAIL_ENDPOINT = "commentsvc.comment_detail"
 READ_ONLY_ALLOW = "GET, HEAD"
+FEED_ENDPOINT = "commentsvc.comment_feed"
+ATOM_CONTENT_TYPE = "application/atom+xml; charset=utf-8"
 # Every resource but the collection (whose Allow is ALLOW), by its endpoint.
 ALLOW_BY_ENDPOINT = {
     DETAIL_ENDPOINT: DETAIL_ALLOW,
+    FEED_ENDPOINT: READ_ONLY_ALLOW,
     "commentsvc.openapi_schema": READ_ONLY_ALLOW,
     "commentsvc_ops.healthz": READ_ONLY_ALLOW,
     "commentsvc_ops.readyz": READ_ONLY_ALLOW,
@@ -89,3 +92,12 @@ def html_response(body: bytes, status: int = 200,
     shared = {"Allow": allow, "Vary": "Accept", **PAGE_HEADERS, **NOSNIFF}
     return APIResponse(body, status=status, mimetype="text/html",
                     headers={**shared, **headers} if headers else shared)
+
+
+def atom_response(body: bytes, status: int = 200,
+                  headers: dict[str, str] | None = None) -> Response:
+    """An Atom feed (UTF-8 XML) with the headers every answer needs. It has one
+    representation, so no ``Vary: Accept``."""
+    shared = {"Allow": READ_ONLY_ALLOW, **NOSNIFF}
+    return APIResponse(body, status=status, content_type=ATOM_CONTENT_TYPE,
+                       headers={**shared, **headers} if headers else shared)

@@ -8,6 +8,7 @@ from flask import Response, request
 from flask.views import MethodView
 
 from commentsvc.web import current, negotiation, writes
+from commentsvc.web.feed import ListFeed, requested_list
 from commentsvc.web.negotiation import HTML
 from commentsvc.web.reads import ListPage, one_comment
 from commentsvc.web.rendering import (
@@ -64,6 +65,21 @@ class CommentListView(MethodView):
         post_schema = service.new_comment_schema if viewer is not None else None
         return described_response(request, "Comment List", DESCRIPTION, post_schema,
                                   representation, viewer, ALLOW)
+
+
+class CommentFeedView(MethodView):
+    """GET: a list's newest comments as an Atom feed (HEAD: its headers)."""
+
+    provide_automatic_options = False  # OPTIONS is 405, as on the other documents
+
+    def get(self) -> Response:
+        """The feed of the list the query names, read as the list is (a replica when there
+        are any); a bad token is 401 as everywhere, though the feed is the same for all."""
+        service = current.service()
+        comments = requested_list(request, service)
+        viewer = viewer_of(request, service.settings, service.browser_sign_in)
+        feed = ListFeed(service, request, comments)
+        return service.reads.reading(viewer.id if viewer else None, feed.response)
 
 
 class CommentDetailView(MethodView):

@@ -103,6 +103,13 @@ COMMENT_TARGETS = text("""
     SELECT id, content_type, object_id FROM commentsvc_comment WHERE id IN :ids
 """).bindparams(bindparam("ids", expanding=True))
 
+# The date of each of a feed's comments (primary key): a page read sends a fresh stored
+# render without the raw columns, and the render shows the date in the display zone, to
+# the minute.
+COMMENT_DATES = text("""
+    SELECT id, date_added FROM commentsvc_comment WHERE id IN :ids
+""").bindparams(bindparam("ids", expanding=True)).columns(date_added=DateTime())
+
 # The replies of a page's roots, each thread newest first (index commentsvc_comment_replies).
 REPLIES = text("""
     SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
