@@ -5,6 +5,9 @@ deliverers; the events command and the metrics show where each endpoint stands."
 from __future__ import annotations
 
 import doctest
+import os
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 
@@ -288,3 +291,20 @@ def test_each_event_sent_is_the_body_and_headers_the_openapi_webhooks_give(
         seen.add(event["type"])
     assert seen == {"comment.created", "comment.read_changed", "comment.deleted",
                     "comment.erased"}
+
+
+def test_the_installed_command_runs_deliver_too(tmp_path, receiver):
+    """`commentsvc deliver` is the same command as `flask --app app deliver`."""
+    environ = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'c.sqlite3'}",
+               "COMMENTSVC_WEBHOOK_URLS": receiver.url, "COMMENTSVC_WEBHOOK_SECRET": SECRET}
+    ran = subprocess.run(
+        [sys.executable, "-c", "from commentsvc.standalone import cli; cli()", "deliver",
+         "--once"], env=environ, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "Delivered 0 event(s).\n"
+    del environ["COMMENTSVC_WEBHOOK_SECRET"]
+    refused = subprocess.run(
+        [sys.executable, "-c", "from commentsvc.standalone import cli; cli()", "deliver"],
+        env=environ, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "COMMENTSVC_WEBHOOK_SECRET is empty" in refused.stderr

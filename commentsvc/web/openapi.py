@@ -11,7 +11,7 @@ tests check real responses against all of them.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from apispec import APISpec
@@ -28,11 +28,13 @@ from commentsvc.rules.schemas import (
     ReadFlagSchema,
     ReplySchema,
 )
-from commentsvc.settings import Settings
 from commentsvc.version import __version__
 from commentsvc.web import browser_session, current, openapi_webhooks
 from commentsvc.web.request_body import FORM_TYPES
 from commentsvc.web.responses import FEED_ENDPOINT, NOSNIFF, READ_ONLY_ALLOW
+
+if TYPE_CHECKING:
+    from commentsvc.settings import Settings
 
 OPENAPI_VERSION = "3.1.0"
 SCHEMA_ENDPOINT = "commentsvc.openapi_schema"
