@@ -82,7 +82,9 @@ def verify(secret: str | Iterable[str], headers: Mapping[str, str], body: bytes 
            tolerance: int = DEFAULT_TOLERANCE, now: float | None = None) -> dict[str, Any]:
     """The event a webhook carries, once its signature is proven; InvalidSignature if it
     is missing, made with another secret, over another body, or older (or newer) than
-    ``tolerance`` seconds. ``secret`` may be several secrets (any one may have signed).
+    ``tolerance`` seconds, or if Commentsvc-Event-Id or Commentsvc-Event-Type, when
+    present, name another event than the body. ``secret`` may be several secrets (any
+    one may have signed). Only the body is signed: trust what it says, not the headers.
 
     ``headers`` is the request's headers (Flask's ``request.headers``, or any mapping; names
     are matched without regard to case); ``body`` the raw body, exactly as received.
@@ -101,9 +103,12 @@ def verify(secret: str | Iterable[str], headers: Mapping[str, str], body: bytes 
         event: dict[str, Any] = json.loads(raw)
     except ValueError as exc:
         raise InvalidSignature("the body is not JSON") from exc
-    header_id = _header(headers, EVENT_ID_HEADER, required=False)
-    if not isinstance(event, dict) or (header_id is not None and event.get("id") != header_id):
-        raise InvalidSignature("the body is not the event the headers name")
+    if not isinstance(event, dict):
+        raise InvalidSignature("the body is not an event")
+    for name, member in ((EVENT_ID_HEADER, "id"), (EVENT_TYPE_HEADER, "type")):
+        named = _header(headers, name, required=False)
+        if named is not None and event.get(member) != named:
+            raise InvalidSignature(f"the body is not the event the headers name ({name})")
     return event
 
 

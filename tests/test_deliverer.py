@@ -5,13 +5,17 @@ deliverers; the events command and the metrics show where each endpoint stands."
 from __future__ import annotations
 
 import doctest
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from jsonschema import Draft202012Validator
 
 from app import create_app
@@ -308,3 +312,80 @@ def test_the_installed_command_runs_deliver_too(tmp_path, receiver):
         env=environ, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert refused.returncode == 2
     assert "COMMENTSVC_WEBHOOK_SECRET is empty" in refused.stderr
+
+
+def test_the_alarm_ends_once_nothing_fails_and_nothing_was_given_up_lately(
+        app_factory, receiver):
+    with WebhookReceiver(SECRET) as dead:
+        dead.fail_with = 500
+        app = hooked_app(app_factory, receiver.url, dead.url,
+                         COMMENTSVC_WEBHOOK_RETRY_HOURS="0.001")
+        community = Community(app)
+        post_many(app, community, 1)
+        clock = Clock()
+        deliverer = make_deliverer(app, clock)
+        deliverer.run_once()
+        clock.advance(seconds=10)
+        deliverer.run_once()  # given up on at the dead endpoint
+        runner = app.test_cli_runner()
+        assert runner.invoke(args=["events"]).exit_code == 1
+        with app.app_context(), engine.get_engine().begin() as conn:
+            conn.execute(sa.text("UPDATE commentsvc_webhook_failure SET given_up_at = :t")
+                         .bindparams(sa.bindparam("t", type_=sa.DateTime())),
+                         {"t": outbox.now() - timedelta(hours=25)})
+        quiet = runner.invoke(args=["events"])
+        assert quiet.exit_code == 0, quiet.output
+        assert "Given up on" in quiet.output  # still listed, no longer alarming
+        assert runner.invoke(args=["events", "--alarm-hours", "26"]).exit_code == 1
+        post_many(app, community, 1)
+        deliverer.run_once()  # the dead endpoint fails again: it alarms
+        assert runner.invoke(args=["events"]).exit_code == 1
+        replaced = create_app({**app.config, "COMMENTSVC_WEBHOOK_URLS": receiver.url})
+        make_deliverer(replaced)  # the dead endpoint is no longer configured
+        shown = replaced.test_cli_runner().invoke(args=["events"])
+        assert shown.exit_code == 0, shown.output
+        assert f"{dead.url} [failing, not configured]" in shown.output
+        with replaced.app_context():
+            engine.get_engine().dispose()
+
+
+def test_deliver_once_adds_its_endpoints_and_prunes(app_factory, receiver):
+    app = hooked_app(app_factory, receiver.url, COMMENTSVC_EVENT_RETENTION_HOURS="0.0001")
+    make_deliverer(app)
+    community = Community(app)
+    post_many(app, community, 3)
+    other = create_app({**app.config, "COMMENTSVC_WEBHOOK_URLS": "http://127.0.0.1:9/x"})
+    result = other.test_cli_runner().invoke(args=["deliver", "--once"])
+    assert result.exit_code == 0, result.output
+    assert endpoint_states(app)[receiver.url].active is True, "--once deactivates nothing"
+    time.sleep(0.5)  # past the retention
+    assert app.test_cli_runner().invoke(args=["deliver", "--once"]).exit_code == 0
+    with app.app_context(), engine.get_engine().connect() as conn:
+        assert outbox.totals(conn) == (3, 3), "the other endpoint lacks them: kept"
+    make_deliverer(app)  # a deliverer of the configuration: the other is not in it
+    assert app.test_cli_runner().invoke(args=["deliver", "--once"]).exit_code == 0
+    with app.app_context(), engine.get_engine().connect() as conn:
+        assert outbox.totals(conn) == (1, 3), "delivered everywhere and old: pruned"
+    with other.app_context():
+        engine.get_engine().dispose()
+
+
+def test_the_standalone_deliverer_logs_each_line_once(tmp_path):
+    """The standalone app writes JSON log lines; deliver adds no second copy of each."""
+    url = f"sqlite:///{tmp_path / 'c.sqlite3'}"
+    app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": url,
+                      "COMMENTSVC_POST_RATE_LIMIT": ""})
+    with app.app_context(), engine.get_engine().begin() as conn:
+        engine.create_schema(conn)
+    post_many(app, Community(app), 1)
+    with app.app_context():
+        engine.get_engine().dispose()
+    environ = {**os.environ, "DATABASE_URL": url, "COMMENTSVC_WEBHOOK_SECRET": SECRET,
+               "COMMENTSVC_WEBHOOK_URLS": "http://127.0.0.1:9/nobody-listens"}
+    ran = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "deliver", "--once"],
+                         env=environ, capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert ran.returncode == 0, ran.stderr
+    failed = [line for line in ran.stderr.splitlines() if "failed (attempt 1;" in line]
+    assert len(failed) == 1, ran.stderr
+    assert json.loads(failed[0])["logger"] == "commentsvc.deliverer"

@@ -50,13 +50,21 @@ def test_any_of_several_secrets_may_have_signed():
     (lambda h, b: ({**h, "Commentsvc-Signature": f"t={NOW}"}, b), "needs t="),
     (lambda h, b: (signed(at=NOW - 301), b), "more than 300 s"),
     (lambda h, b: (signed(at=NOW + 301), b), "more than 300 s"),
-    (lambda h, b: ({**h, "Commentsvc-Event-Id": "e-2"}, b), "not the event the headers name"),
+    (lambda h, b: ({**h, "Commentsvc-Event-Id": "e-2"}, b), "headers name .Commentsvc-Event-Id"),
+    (lambda h, b: ({**h, "Commentsvc-Event-Type": "comment.deleted"}, b),
+     "headers name .Commentsvc-Event-Type"),
+    (lambda h, b: (signed(b"[1]"), b"[1]"), "not an event"),
     (lambda h, b: (signed(b"not json"), b"not json"), "not JSON"),
 ])
 def test_anything_else_is_refused(change, message):
     headers, body = change(signed(), BODY)
     with pytest.raises(InvalidSignature, match=message):
         verify(SECRET, headers, body, now=NOW)
+
+
+def test_the_event_headers_may_be_left_out_the_body_is_what_counts():
+    headers = {"Commentsvc-Signature": signed()["Commentsvc-Signature"]}
+    assert verify(SECRET, headers, BODY, now=NOW)["id"] == "e-1"
 
 
 def test_an_empty_secret_verifies_nothing():

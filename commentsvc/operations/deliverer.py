@@ -125,9 +125,10 @@ class Deliverer:
     def urls(self) -> tuple[str, ...]:
         return self.settings.webhook_urls
 
-    def register(self) -> None:
-        """Make the configured endpoints the active ones (storage.deliveries.register)."""
-        deliveries.register(self.engine, self.urls, self.clock())
+    def register(self, only_these: bool = True) -> None:
+        """Make the configured endpoints active; ``only_these``: the only active ones
+        (storage.deliveries.register)."""
+        deliveries.register(self.engine, self.urls, self.clock(), only_these)
 
     def run_once(self) -> int:
         """Send every event due now to every endpoint, one endpoint after another; how

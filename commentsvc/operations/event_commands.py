@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 import threading
+from datetime import timedelta
 from types import FrameType
 
 import click
@@ -25,7 +26,9 @@ from commentsvc.web import current
 def deliver_command(once: bool) -> None:
     """POST every event to each endpoint of COMMENTSVC_WEBHOOK_URLS, signed, in order, at
     least once; runs until stopped (SIGTERM or Ctrl-C). One per node is plenty; several
-    share the endpoints between them."""
+    share the endpoints between them. Its endpoints become the only active ones (with
+    --once: they are added to them). Exit status 2 when it cannot deliver (no endpoint,
+    no secret, a lease no longer than the timeout)."""
     settings = current.service().settings
     problem = (
         "COMMENTSVC_WEBHOOK_URLS is empty: there is no endpoint to deliver to."
@@ -38,15 +41,18 @@ def deliver_command(once: bool) -> None:
     if problem:
         click.echo(f"Cannot deliver: {problem}", err=True)
         sys.exit(2)
-    if not logging.getLogger().handlers:
+    if not (logging.getLogger().handlers or logging.getLogger("commentsvc").handlers):
+        # a host app without logging of its own: plain lines on stderr (the standalone
+        # app already writes the service's JSON log lines there)
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
     with engine.get_engine().begin() as conn:
         engine.create_schema(conn)
     deliverer = Deliverer(engine.get_engine(), settings)
-    deliverer.register()
+    deliverer.register(only_these=not once)
     if once:
         accepted = deliverer.run_once()
+        deliverer.prune()
         click.echo(f"Delivered {accepted} event(s).")
         return
     stop = threading.Event()
@@ -65,10 +71,15 @@ def deliver_command(once: bool) -> None:
 @click.command("events")
 @with_appcontext
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
-              help="Most events given up on to list.")
-def events_command(limit: int) -> None:
+              help="Most events given up on to list, newest first.")
+@click.option("--alarm-hours", default=24.0, show_default=True,
+              type=click.FloatRange(min=0),
+              help="Events given up on this recently make the exit status 1.")
+def events_command(limit: int, alarm_hours: float) -> None:
     """Where each webhook endpoint stands: events delivered, waiting and failed, its lag,
-    its failing event and its last error; then the events given up on."""
+    its failing event and its last error; then the events given up on. Exit status 1 when
+    a configured endpoint is failing or an event was given up on in the last
+    --alarm-hours (a monitoring check); 0 otherwise."""
     now = outbox.now()
     with engine.get_engine().begin() as conn:
         engine.create_schema(conn)
@@ -94,7 +105,9 @@ def events_command(limit: int) -> None:
         click.echo(f"  {item.given_up_at:%Y-%m-%d %H:%M:%S} UTC {item.url} event "
                    f"{item.event_id} {item.event_type or '(pruned)'} {item.event_uid or ''} "
                    f"after {item.attempts} attempt(s): {item.last_error}")
-    if any(state.failing for state in endpoints) or abandoned:
+    recent = now - timedelta(hours=alarm_hours)
+    if (any(state.failing and state.active for state in endpoints)
+            or any(item.given_up_at >= recent for item in abandoned)):
         sys.exit(1)
 
 

@@ -40,14 +40,17 @@ class StoredEvent:
     payload: str
 
 
-def register(engine: Engine, urls: tuple[str, ...], now: datetime) -> None:
-    """Make ``urls`` the active endpoints: a new one starts before the first event kept;
-    one no longer configured stops holding events back from pruning (its place stays,
-    should it come back)."""
+def register(engine: Engine, urls: tuple[str, ...], now: datetime,
+             only_these: bool = True) -> None:
+    """Make ``urls`` active endpoints (a new one starts before the first event kept);
+    ``only_these``: the only ones, so an endpoint no longer configured stops holding
+    events back from pruning and alarming the events command (its place stays, should
+    it come back)."""
     with engine.begin() as conn:
         for url in urls:
             conn.execute(q.REGISTER, {"url": url, "now": now})
-        conn.execute(q.DEACTIVATE_OTHERS, {"urls": list(urls) or [""]})
+        if only_these:
+            conn.execute(q.DEACTIVATE_OTHERS, {"urls": list(urls) or [""]})
 
 
 def claim(engine: Engine, url: str, owner: str, now: datetime,
