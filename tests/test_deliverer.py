@@ -389,3 +389,20 @@ def test_the_standalone_deliverer_logs_each_line_once(tmp_path):
     failed = [line for line in ran.stderr.splitlines() if "failed (attempt 1;" in line]
     assert len(failed) == 1, ran.stderr
     assert json.loads(failed[0])["logger"] == "commentsvc.deliverer"
+
+
+def test_the_documented_event_schemas_are_exact(app):
+    """Each event schema admits its own type only, and requires every field."""
+    doc = app.test_client().get("/api/schema/").get_json()
+    schemas = doc["components"]["schemas"]
+    for event_type, name in (("comment.created", "CommentCreatedEvent"),
+                             ("comment.read_changed", "CommentReadChangedEvent"),
+                             ("comment.deleted", "CommentDeletedEvent"),
+                             ("comment.erased", "CommentErasedEvent")):
+        assert schemas[name]["properties"]["type"]["enum"] == [event_type]
+        assert schemas[name]["required"] == ["id", "type", "created", "data"]
+        assert doc["webhooks"][event_type]["post"]["requestBody"]["content"][
+            "application/json"]["schema"] == {"$ref": f"#/components/schemas/{name}"}
+    assert set(schemas["CreatedData"]["required"]) == {
+        "comment_id", "content_type", "object_id", "parent_id", "comment"}
+    assert len(schemas["StoredComment"]["required"]) == 9

@@ -44,6 +44,7 @@ def test_the_deliverer_unit_runs_deliver_beside_the_service_and_always_restarts(
     for key in ("User", "WorkingDirectory", "EnvironmentFile"):
         assert service[key] == served[key], key
     assert service["Restart"] == "always" and service["KillSignal"] == "SIGTERM"
+    assert service["RestartPreventExitStatus"] == "2"  # bad settings: no restart loop
 
 
 @pytest.mark.parametrize("unit", [UNIT, DELIVER_UNIT], ids=lambda unit: unit.name)

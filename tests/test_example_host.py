@@ -162,15 +162,18 @@ def test_a_comment_on_a_profile_reaches_its_owner_as_a_notification(served):
                                     "body": "Nice profile"})
     assert on_ann.status_code == 201
     assert client.post(URL, json={**ON_POST, "body": "on a post"}).status_code == 201
+    own = reader.post(URL, json={"content_type": "users.user", "object_id": 1,
+                                 "body": "my own profile"})
+    assert own.status_code == 201
     # A fresh app reads the webhook URL the server got (settings are read once per app).
     host = module.create_app({**app.config})
     delivered = host.test_cli_runner().invoke(args=["deliver", "--once"])
     assert delivered.exit_code == 0, delivered.output
-    assert "Delivered 3 event(s)." in delivered.output
+    assert "Delivered 4 event(s)." in delivered.output
     home = reader.get("/").get_data(as_text=True)
     assert "New comment on <a href=\"/community/api/comments/?content_type=users.user&amp;" \
            "object_id=1\">your profile</a> by admin" in home
-    assert home.count("New comment on") == 1  # comments on posts tell nobody
+    assert home.count("New comment on") == 1  # posts' comments and her own tell nobody
     with app.app_context():
         assert [(n.user_id, n.comment_id) for n in module.db.session.scalars(
             module.db.select(module.Notification))] == [(1, on_ann.get_json()["id"])]

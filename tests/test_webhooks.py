@@ -75,3 +75,24 @@ def test_an_empty_secret_verifies_nothing():
 
 def test_a_wider_tolerance_accepts_an_older_signature():
     assert verify(SECRET, signed(at=NOW - 3600), BODY, now=NOW, tolerance=3601)
+
+
+def test_the_receiver_example_of_the_docs_runs_as_written(monkeypatch, capsys):
+    """docs/EVENTS.md's receiving Flask app: 204 for a signed event (told once), 400 for
+    anything else."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "EVENTS.md").read_text()
+    [code] = re.findall(r"```python\n(.*?)```", text, re.S)
+    monkeypatch.setenv("COMMENTSVC_WEBHOOK_SECRET", SECRET)
+    namespace: dict = {"__name__": "receiver_example"}
+    exec(compile(code, "EVENTS.md", "exec"), namespace)  # noqa: S102 - the doc's own code
+    client = namespace["app"].test_client()
+    body = json.dumps({"id": "e-1", "type": "comment.created",
+                       "data": {"comment_id": 7}}).encode()
+    headers = headers_for(SECRET, "e-1", "comment.created", body, 1)
+    for _attempt in (1, 2):
+        assert client.post("/hooks/comments", data=body, headers=headers).status_code == 204
+    assert capsys.readouterr().out == "comment.created 7\n"
+    assert client.post("/hooks/comments", data=body + b" ", headers=headers).status_code == 400

@@ -506,7 +506,7 @@ def build_document(app: Flask) -> dict[str, Any]:
             spec.path(path=openapi_path(rule.rule), operations=operations[rule.endpoint])
     openapi_webhooks.add_event_schemas(spec)
     document = spec.to_dict()
-    document["webhooks"] = openapi_webhooks.webhooks()
+    openapi_webhooks.add_webhooks(document)
     schemas = document["components"]["schemas"]
     for name in _ALWAYS_COMPLETE:
         schemas[name]["required"] = [field for field in schemas[name]["properties"]

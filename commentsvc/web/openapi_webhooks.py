@@ -33,7 +33,23 @@ _WEBHOOK_HEADERS = (
     (signing.EVENT_ID_HEADER, "The event's id, as in the body: drop one already received."),
     (signing.EVENT_TYPE_HEADER, "The event's type, as in the body."),
     (signing.ATTEMPT_HEADER, "1 on the first attempt, then 2, 3, ..."),
+    ("User-Agent", "commentsvc-webhooks/<version>"),
 )
+# The components every event's body is made of: each sends all its fields.
+_PARTS = ("StoredComment", "EventData", "CreatedData", "ReadChangedData")
+
+
+def add_webhooks(document: dict[str, Any]) -> None:
+    """The document's webhooks, and its event components made exact: each event schema
+    names its one type, and every field of an event is required (all are always sent)."""
+    document["webhooks"] = webhooks()
+    schemas = document["components"]["schemas"]
+    for event_type in events.SCHEMAS:
+        schema = schemas[_event_schema_name(event_type)]
+        schema["properties"]["type"]["enum"] = [event_type]
+        schema["required"] = list(schema["properties"])
+    for name in _PARTS:
+        schemas[name]["required"] = list(schemas[name]["properties"])
 
 
 def webhooks() -> dict[str, Any]:

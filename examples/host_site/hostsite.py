@@ -13,7 +13,11 @@ its ``commentsvc_*`` tables to the same database and trusts the site's login.
 The site hears of every comment through the service's webhooks (docs/EVENTS.md): the
 deliver command POSTs each event to the site's ``/hooks/comments``, which checks its
 signature with ``commentsvc.webhooks.verify`` and tells the owner of a profile of each new
-comment on it ("New comment on your profile"), once, however often an event arrives.
+comment someone else wrote on it ("New comment on your profile"), once, however often an
+event arrives. The hook's URL and the shared secret come from HOST_SITE_WEBHOOK_URL
+(default http://127.0.0.1:5000/hooks/comments: set it when the site runs elsewhere) and
+HOST_SITE_WEBHOOK_SECRET. A profile takes comments once its owner has written a comment
+(the service learns of a site user at their first write).
 """
 
 from __future__ import annotations
@@ -132,8 +136,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         except InvalidSignature:
             return Response("bad signature", status=400)
         data = event["data"]
-        if (event["type"] == "comment.created" and data["content_type"] == "users.user"
-                and db.session.get(HostUser, data["object_id"]) is not None):
+        owner = (db.session.get(HostUser, data["object_id"])
+                 if data["content_type"] == "users.user" else None)
+        if (event["type"] == "comment.created" and owner is not None
+                and data["comment"]["author"] != owner.name):  # not one's own comment
             db.session.add(Notification(user_id=data["object_id"], event_id=event["id"],
                                         author=data["comment"]["author"],
                                         comment_id=data["comment_id"]))
