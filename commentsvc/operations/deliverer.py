@@ -188,8 +188,7 @@ class Deliverer:
         accepted = 0
         for event in batch:
             if stop is not None and stop.is_set():
-                deliveries.release(self.engine, url, self.owner)
-                break
+                break  # serve gives the lease back as it ends
             outcome = self.attempt(held, event)
             if outcome is None:
                 break  # failed (tried again later) or the lease was lost

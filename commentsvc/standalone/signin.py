@@ -19,12 +19,11 @@ from commentsvc.storage.engine import get_engine
 from commentsvc.web import auth, browser_session, current
 from commentsvc.web.errors import to_response
 from commentsvc.web.request_body import read_fields
-from commentsvc.web.responses import NOSNIFF, PAGE_HEADERS
+from commentsvc.web.responses import LIST_ENDPOINT, NOSNIFF, PAGE_HEADERS
 
 signin_api = Blueprint("commentsvc_signin", __name__)
 signin_api.register_error_handler(Exception, to_response)  # {"detail": ...}, as the API
 
-LIST_ENDPOINT = "commentsvc.comment_list"
 INVALID_KEY = "Invalid token."
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from commentsvc.rules.comment_lists import lists_of
+from commentsvc.rules.events import Subject
 from commentsvc.storage import outbox
 from commentsvc.storage.queries import erasure as q
 from commentsvc.storage.queries import writes
@@ -60,10 +61,10 @@ def erase_user(conn: Connection, user_id: int,
     """
     if conn.execute(USER_EXISTS, {"id": user_id}).first() is None:
         return None
-    showing = outbox.showing_of_author(conn, user_id)
-    keys = {comments.key
-            for target in conn.execute(q.AUTHORED_TARGETS, {"id": user_id})
-            for comments in lists_of(target.content_type, target.object_id)}
+    showing = [Subject(row.id, row.content_type, row.object_id, row.parent_id)
+               for row in conn.execute(q.SHOWING_COMMENTS, {"id": user_id})]
+    keys = {comments.key for shown in showing
+            for comments in lists_of(shown.content_type, shown.object_id)}
     comments = conn.execute(q.ERASE_COMMENTS, {"id": user_id}).rowcount
     conn.execute(q.ANONYMISE_USER, {"id": user_id, "username": placeholder_name(user_id)})
     tokens = conn.execute(q.REVOKE_TOKENS, {"id": user_id}).rowcount

@@ -52,12 +52,6 @@ def forget_text(conn: Connection, comment_ids: list[int]) -> int:
     return _rewrite(conn, conn.execute(q.CREATED_OF_COMMENTS, {"ids": comment_ids}).all())
 
 
-def showing_of_author(conn: Connection, author_id: int) -> list[Subject]:
-    """The author's comments that still show something: what erasing them changes."""
-    return [Subject(row.id, row.content_type, row.object_id, row.parent_id)
-            for row in conn.execute(q.SHOWING_OF_AUTHOR, {"author_id": author_id})]
-
-
 def record_erasure(conn: Connection, author_id: int, erased: list[Subject]) -> int:
     """After an author was erased and their comments rendered again: a comment.erased
     event for each comment that changed, and no text of theirs left in the events kept;

@@ -23,12 +23,11 @@ from commentsvc.rules import permissions
 from commentsvc.web import current, options_description
 from commentsvc.web.auth import Viewer
 from commentsvc.web.request_args import last, raw_query
-from commentsvc.web.responses import DETAIL_ENDPOINT, FEED_ENDPOINT
+from commentsvc.web.responses import DETAIL_ENDPOINT, FEED_ENDPOINT, LIST_ENDPOINT
 
 if TYPE_CHECKING:
     from commentsvc.rules.comment_lists import CommentList
 
-LIST_ENDPOINT = "commentsvc.comment_list"
 # Stands in the cached page for the post form's idempotency key, which each page served
 # replaces with a fresh one (``with_form_key``); no escaping changes it.
 FORM_KEY_PLACEHOLDER = "commentsvc-form-key-0000000000000000"

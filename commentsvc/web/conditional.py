@@ -16,7 +16,7 @@ from hashlib import blake2b
 from flask import Request, Response
 
 from commentsvc.settings import Settings
-from commentsvc.storage.page_cache import PageCache
+from commentsvc.storage.page_cache import PageCache, RecentlyCached
 from commentsvc.storage.store import ListState
 from commentsvc.web.auth import Viewer
 from commentsvc.web.negotiation import HTML
@@ -87,3 +87,21 @@ def answer(request: Request, tagged: Tagged, cache: PageCache | None, respond: R
     if body is not None:
         return respond(body, 200, tagged.headers)
     return build()
+
+
+def counter_first(request: Request, cache: PageCache | None, recent: RecentlyCached,
+                  identity: str) -> bool:
+    """Whether to read the list's counter row alone before building: only when that may
+    spare the build (the request names a tag, the cache is shared by every node, or this
+    process cached this very response lately). Otherwise a response nobody asked for
+    lately would miss the cache anyway, and the build's own read brings the row along."""
+    return bool(request.if_none_match) or (cache is not None and (
+        cache.shared or recent.holds(identity)))
+
+
+def keep(cache: PageCache | None, recent: RecentlyCached, tag: str, body: bytes,
+         identity: str) -> None:
+    """Cache a built response under its tag, and remember this process cached it."""
+    if cache is not None:
+        cache.put(tag, body)
+        recent.add(identity)

@@ -28,7 +28,12 @@ from commentsvc.web import conditional
 from commentsvc.web.paginator import list_page_read
 from commentsvc.web.rendering import display_of
 from commentsvc.web.request_args import list_named
-from commentsvc.web.responses import DETAIL_ENDPOINT, FEED_ENDPOINT, atom_response
+from commentsvc.web.responses import (
+    DETAIL_ENDPOINT,
+    FEED_ENDPOINT,
+    LIST_ENDPOINT,
+    atom_response,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -37,7 +42,6 @@ if TYPE_CHECKING:
     from commentsvc.service import CommentService
     from commentsvc.storage.counters import ListStateReader
 
-LIST_ENDPOINT = "commentsvc.comment_list"
 # What shapes a feed besides its list, URL and display settings: a tag of its own (never
 # a JSON list's or a page's), changed with the feed's size or layout.
 _FEED_DIGEST = f"{atom.ATOM_TYPE}\x00{atom.FEED_SIZE}\x001"
@@ -70,9 +74,8 @@ class ListFeed:
         feed, or the feed built, as a list page is (web.reads.ListPage.response)."""
         reader = self.service.counter_readers.for_engine(engine)
         cache = self.service.page_cache
-        may_be_cached = cache is not None and (
-            cache.shared or self.service.cached_pages.holds(self._identity()))
-        if not (self.req.if_none_match or may_be_cached):
+        if not conditional.counter_first(self.req, cache, self.service.cached_pages,
+                                         self._identity()):
             return self._built(reader, engine)
         tagged = self._tagged(reader.read(self.comments.key))
         return conditional.answer(self.req, tagged, cache, atom_response,
@@ -99,9 +102,8 @@ class ListFeed:
         dates = read_snapshot(engine, lambda conn: store.dates(conn, ids))
         body = atom.render(self._feed(entries, dates))
         tagged = self._tagged(state)
-        if self.service.page_cache is not None:
-            self.service.page_cache.put(tagged.tag, body)
-            self.service.cached_pages.add(self._identity())
+        conditional.keep(self.service.page_cache, self.service.cached_pages, tagged.tag, body,
+                         self._identity())
         return atom_response(body, 200, tagged.headers)
 
     def _feed(self, entries: list[dict[str, Any]], dates: dict[int, datetime]) -> atom.Feed:

@@ -63,10 +63,8 @@ class ListPage:
         would miss the cache anyway, and the page read brings the counter row with it).
         """
         reader = self.service.counter_readers.for_engine(engine)
-        cache = self.service.page_cache
-        may_be_cached = cache is not None and (
-            cache.shared or self.service.cached_pages.holds(self._identity()))
-        if not (self.req.if_none_match or may_be_cached):
+        if not conditional.counter_first(self.req, self.service.page_cache,
+                                         self.service.cached_pages, self._identity()):
             return self._built(reader, engine, None)
         tagged = self._tagged(reader.read(self.comments.key))[1]
         return conditional.answer(self.req, tagged, self.service.page_cache, self.respond,
@@ -96,9 +94,8 @@ class ListPage:
             entries = results(rows, display_of(settings), self.viewer)
             body = self._page_html(engine, page, self.paginator.get_paginated_response(
                 self.req, page, entries), entries, tagged)
-        if self.service.page_cache is not None:
-            self.service.page_cache.put(tagged.tag, body)
-            self.service.cached_pages.add(self._identity())
+        conditional.keep(self.service.page_cache, self.service.cached_pages, tagged.tag, body,
+                         self._identity())
         return self.respond(body, 200, tagged.headers)
 
     def _identity(self) -> str:

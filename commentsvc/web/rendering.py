@@ -52,14 +52,14 @@ Target = tuple[str, int]
 
 def keep_post(conn: Connection, comment: Comment, target: Target, settings: Settings) -> None:
     """A new comment's stored render, and its comment.created event carrying it."""
-    shown = renders.for_settings(settings).save_one(conn, comment)
+    shown = _keep(conn, comment, settings)
     outbox.record(conn, events.CREATED, _subject(comment, target), comment_json=shown)
 
 
 def keep_read_change(conn: Connection, comment: Comment, target: Target,
                      settings: Settings) -> None:
     """A comment marked read or unread: its stored render, and a comment.read_changed event."""
-    renders.for_settings(settings).save_one(conn, comment)
+    _keep(conn, comment, settings)
     outbox.record(conn, events.READ_CHANGED, _subject(comment, target),
                   is_read=comment.is_read)
 
@@ -68,8 +68,13 @@ def keep_deletion(conn: Connection, comment: Comment, target: Target,
                   settings: Settings) -> None:
     """A deleted comment: its stored render (no text), a comment.deleted event, and no
     text of it left in its earlier events (storage.outbox.record)."""
-    renders.for_settings(settings).save_one(conn, comment)
+    _keep(conn, comment, settings)
     outbox.record(conn, events.DELETED, _subject(comment, target))
+
+
+def _keep(conn: Connection, comment: Comment, settings: Settings) -> str:
+    """Store what ``comment`` shows to everyone as it is now; that render (JSON)."""
+    return renders.for_settings(settings).save_one(conn, comment)
 
 
 def _subject(comment: Comment, target: Target) -> events.Subject:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 ALLOW = "GET, POST, HEAD, OPTIONS"
 DETAIL_ALLOW = "GET, PATCH, DELETE, HEAD, OPTIONS"
 DETAIL_ENDPOINT = "commentsvc.comment_detail"
+LIST_ENDPOINT = "commentsvc.comment_list"
 READ_ONLY_ALLOW = "GET, HEAD"
 FEED_ENDPOINT = "commentsvc.comment_feed"
 ATOM_CONTENT_TYPE = "application/atom+xml; charset=utf-8"

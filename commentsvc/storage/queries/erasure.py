@@ -11,11 +11,13 @@ BLANK_DELETED = text("""
     UPDATE commentsvc_comment SET body = '' WHERE is_deleted = TRUE AND body <> ''
 """)
 
-# The targets of a user's comments that still show something (one scan of the table:
-# author_id has no index, and erasure is rare).
-AUTHORED_TARGETS = text("""
-    SELECT DISTINCT content_type, object_id FROM commentsvc_comment
+# The user's comments that still show something, with their lists and threads: what
+# erasing them changes (one scan of the table: author_id has no index, and erasure is
+# rare).
+SHOWING_COMMENTS = text("""
+    SELECT id, content_type, object_id, parent_id FROM commentsvc_comment
     WHERE author_id = :id AND (is_deleted = FALSE OR body <> '')
+    ORDER BY id
 """)
 
 # Every comment of the user shown as deleted, with no text left.

@@ -33,14 +33,6 @@ SET_PAYLOAD = text("""
     UPDATE commentsvc_event SET payload = :payload WHERE id = :id
 """)
 
-# The comments of an author that still show something, as events name them (one scan:
-# author_id has no index, and erasure is rare).
-SHOWING_OF_AUTHOR = text("""
-    SELECT id, content_type, object_id, parent_id FROM commentsvc_comment
-    WHERE author_id = :author_id AND (is_deleted = FALSE OR body <> '')
-    ORDER BY id
-""")
-
 # Up to :batch of the oldest events written before :cutoff that every active endpoint has
 # (delivered or given up; with no endpoint, any), never the newest event, whose id the
 # next one counts on (primary key range).
