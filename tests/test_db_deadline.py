@@ -157,7 +157,7 @@ def test_a_write_the_server_does_not_answer_is_503_and_writes_nothing(deadline_a
 
     app = deadline_app(COMMENTSVC_DB_RESPONSE_TIMEOUT=0.5, COMMENTSVC_DB_FAIL_FAST_SECONDS=0)
     people = Community(app)
-    monkeypatch.setattr(posting, "write", _slow(posting.write, 2))
+    monkeypatch.setattr(posting, "write_batch", _slow(posting.write_batch, 2))
     response = app.test_client().post("/api/comments/", headers=people.auth("ann"), json={
         "content_type": "comics.comicpage", "object_id": 10, "body": "never stored"})
     assert_error(response, 503, UNAVAILABLE)

@@ -80,7 +80,7 @@ def test_a_slow_write_is_503_and_writes_nothing(postgres_url, monkeypatch):
     app = make_app(postgres_url, COMMENTSVC_STATEMENT_TIMEOUT_MS=100)
     try:
         people = Community(app)
-        monkeypatch.setattr(posting, "write", _slow(posting.write))
+        monkeypatch.setattr(posting, "write_batch", _slow(posting.write_batch))
         response = app.test_client().post("/api/comments/", headers=people.auth("ann"), json={
             "content_type": "comics.comicpage", "object_id": 10, "body": "never stored"})
         assert_error(response, 503, UNAVAILABLE)

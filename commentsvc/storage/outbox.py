@@ -37,12 +37,32 @@ def record(conn: Connection, event_type: str, subject: Subject, *,
     return event
 
 
+def created_rows(made: Sequence[tuple[Subject, str]]) -> list[dict[str, Any]]:
+    """The rows (``insert_rows``) of a comment.created event for each new comment (its
+    subject and stored render), in the order given."""
+    stamp = now()
+    return _rows(events.new_event(events.CREATED, subject, stamp, comment_json=shown)
+                 for subject, shown in made)
+
+
+def _rows(made: Iterable[Event]) -> list[dict[str, Any]]:
+    return [{"uid": event.uid, "event_type": event.type,
+             "comment_id": event.subject.comment_id, "created": event.created,
+             "payload": event.payload} for event in made]
+
+
 def _insert(conn: Connection, made: Iterable[Event]) -> None:
-    for event in made:  # one at a time: each is numbered above the one before
-        conn.execute(q.INSERT_EVENT, {
-            "uid": event.uid, "event_type": event.type,
-            "comment_id": event.subject.comment_id, "created": event.created,
-            "payload": event.payload})
+    insert_rows(conn, _rows(made))
+
+
+def insert_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Write events' rows in the caller's (writer's) transaction, each numbered above the
+    one before, in the order given."""
+    if len(rows) > 1 and conn.dialect.name == "postgresql":  # one statement for them all
+        conn.execute(q.INSERT_EVENTS, {name: [row[name] for row in rows] for name in rows[0]})
+        return
+    for row in rows:
+        conn.execute(q.INSERT_EVENT, row)
 
 
 def forget_text(conn: Connection, comment_ids: list[int]) -> int:

@@ -213,20 +213,6 @@ def facts(conn: Connection, comment_id: int) -> CommentFacts | None:
                         row.author_id, bool(row.is_deleted)) if row else None
 
 
-def keeps_targets(content_type: str) -> bool:
-    """Whether the service has a table of this content type's objects (users, comic pages)."""
-    return content_type in writes.TARGET_EXISTS
-
-
-def target_exists(conn: Connection, content_type: str, object_id: int) -> bool:
-    """Whether the user or comic page a comment would be attached to exists.
-
-    A content type the service keeps no table for has no targets it could check.
-    """
-    statement = writes.TARGET_EXISTS.get(content_type)
-    return statement is not None and conn.execute(statement, {"id": object_id}).first() is not None
-
-
 def soft_delete(conn: Connection, comment_id: int) -> bool:
     """Mark a comment deleted and remove its text (body ""); False if already deleted.
 

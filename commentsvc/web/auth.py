@@ -13,10 +13,10 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Request
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from commentsvc.storage.queries import auth as sql
 from commentsvc.web.exceptions import APIError, PermissionDenied
@@ -52,7 +52,7 @@ def new_key() -> str:
     return secrets.token_hex(20)
 
 
-def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | None,
+def current_viewer(req: Request, reader: ViewerReader, loader: Callable[[], Any] | None,
                    signed_cookie: tuple[str, str] | None = None) -> Viewer | None:
     """The user of ``Authorization: Token <key>``; without a Token header, the user of
     the sign-in cookie's (key digest, CSRF token), else the host's."""
@@ -64,24 +64,31 @@ def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | Non
         if len(words) > 1:
             raise AuthenticationFailed(
                 "Invalid token header. Token string should not contain spaces.")
-        viewer = viewer_by_digest(engine, hash_key(words[0]))
+        viewer = viewer_by_digest(reader, hash_key(words[0]))
         if viewer is None:
             raise AuthenticationFailed()
         return viewer
     if signed_cookie is not None:
         digest, csrf_token = signed_cookie
-        return viewer_by_digest(engine, digest, csrf_token)  # a revoked key: nobody
+        return viewer_by_digest(reader, digest, csrf_token)  # a revoked key: nobody
     return _host_user(loader() if loader is not None else None)
 
 
-def viewer_by_digest(engine: Engine, digest: str,
+class ViewerReader(Protocol):
+    """Reads the user a key digest names (storage.counters.ListStateReader: a kept
+    connection and a prepared statement, as every signed-in request needs it)."""
+
+    def read_viewer(self, digest: str) -> tuple[Any, ...] | None: ...
+
+
+def viewer_by_digest(reader: ViewerReader, digest: str,
                      csrf_token: str | None = None) -> Viewer | None:
     """The user a key (by its digest) signs in, or None when no such key is kept."""
-    with engine.connect() as conn:
-        row = conn.execute(sql.VIEWER_BY_DIGEST, {"digest": digest}).first()
+    row = reader.read_viewer(digest)
     if row is None:
         return None
-    return Viewer(row.id, bool(row.is_staff), row.username, row.avatar, csrf_token)
+    user_id, is_staff, username, avatar = row
+    return Viewer(user_id, bool(is_staff), username, avatar, csrf_token)
 
 
 def _host_user(user: Any) -> Viewer | None:
@@ -92,12 +99,16 @@ def _host_user(user: Any) -> Viewer | None:
                   getattr(user, "username", None), getattr(user, "avatar", None))
 
 
+# Why a host's user the service has no row of, and no name for, may not write.
+UNKNOWN_ACCOUNT = "Your account is not known to the comment service."
+
+
 def ensure_user(conn: Connection, viewer: Viewer) -> None:
     """Record a host's user on their first write (never changing an existing row)."""
     if conn.execute(sql.USER_EXISTS, {"id": viewer.id}).first() is not None:
         return
     if viewer.username is None:
-        raise PermissionDenied("Your account is not known to the comment service.")
+        raise PermissionDenied(UNKNOWN_ACCOUNT)
     conn.execute(sql.ADD_USER_IF_MISSING,
                  {"id": viewer.id, "username": viewer.username, "avatar": viewer.avatar})
 

@@ -5,9 +5,10 @@ event (storage.outbox), which carries that render."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flask import Request, Response, url_for
+from flask import Request, Response, current_app, request, url_for
 from marshmallow import Schema
 from sqlalchemy.engine import Connection
 
@@ -50,12 +51,6 @@ def display_of(settings: Settings, viewer: Viewer | None = None) -> Display:
 Target = tuple[str, int]
 
 
-def keep_post(conn: Connection, comment: Comment, target: Target, settings: Settings) -> None:
-    """A new comment's stored render, and its comment.created event carrying it."""
-    shown = _keep(conn, comment, settings)
-    outbox.record(conn, events.CREATED, _subject(comment, target), comment_json=shown)
-
-
 def keep_read_change(conn: Connection, comment: Comment, target: Target,
                      settings: Settings) -> None:
     """A comment marked read or unread: its stored render, and a comment.read_changed event."""
@@ -84,6 +79,21 @@ def _subject(comment: Comment, target: Target) -> events.Subject:
 def location_of(comment_id: int) -> str:
     """The comment's own URL, for the Location of the post that made it."""
     return url_for(DETAIL_ENDPOINT, comment_id=comment_id, _external=True)
+
+
+def locator() -> Callable[[int], str]:
+    """``location_of`` as this request would build it, callable from any thread (the
+    thread that writes a batch of posts builds each one's Location as its own request
+    names the service: host, scheme, mount point). Builds as ``url_for`` does."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    adapter = app.create_url_adapter(request)
+
+    def locate(comment_id: int) -> str:
+        values: dict[str, Any] = {"comment_id": comment_id}
+        app.inject_url_defaults(DETAIL_ENDPOINT, values)
+        return str(adapter.build(DETAIL_ENDPOINT, values, force_external=True))
+
+    return locate
 
 
 def shown(comment: Comment, settings: Settings, viewer: Viewer | None) -> dict[str, Any]:

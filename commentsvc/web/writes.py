@@ -1,5 +1,6 @@
 """The three writes (post, mark read, delete), each in the writers' transaction with the
-comment's stored render and the write's event (web.rendering.keep_*), and with its
+comment's stored render and the write's event (web.rendering.keep_*, storage.posting for
+posts, which are written in batches: web.post_batch), and with its
 Idempotency-Key: a retry within the retention gets the first answer instead, and
 nothing is written twice (web.idempotency).
 
@@ -16,15 +17,14 @@ from marshmallow import Schema, ValidationError
 from sqlalchemy.engine import Connection
 
 from commentsvc.rules import permissions
-from commentsvc.storage import posting, store
+from commentsvc.storage import store
 from commentsvc.storage.engine import get_engine, writing
-from commentsvc.web import auth, browser_session, idempotency
+from commentsvc.web import auth, browser_session, idempotency, post_batch
 from commentsvc.web.exceptions import NotFound, PermissionDenied, ValidationFailed
 from commentsvc.web.rendering import (
     keep_deletion,
-    keep_post,
     keep_read_change,
-    location_of,
+    locator,
     shown,
 )
 
@@ -66,28 +66,21 @@ def fields_of(req: Request, viewer: auth.Viewer, service: CommentService) -> dic
 
 
 def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
-    """Add a comment: fields checked first, then target and parent inside the writers'
-    lock, then the user's posting limit; any refusal writes nothing."""
-    settings = service.settings
+    """Add a comment: fields checked first; then, in this process's next batch of posts
+    (web.post_batch), inside the writers' lock, its key looked up, its target and parent
+    checked and the user's posting limit taken; any refusal writes nothing."""
     raw = fields_of(req, viewer, service)
     key = idempotency.key_of(req, raw)
     fields = loaded(service.new_comment_schema, raw)
     write = idempotency.keyed(req, key, viewer.id, fields)
-    with writing(get_engine()) as conn:
-        replay = idempotency.find(conn, write, settings.idempotency_retention_hours)
-        if replay is None:
-            auth.ensure_user(conn, viewer)
-            posting.check(conn, fields, settings.target_exists)
-            service.post_limiter.take(viewer.id)
-            comment = one(conn, posting.write(conn, viewer.id, fields), service)
-            keep_post(conn, comment, (fields["content_type"], fields["object_id"]), settings)
-            location = location_of(comment.id)
-            payload = shown(comment, settings, viewer)
-            idempotency.remember(conn, write, 201, payload, location, comment.id)
+    posted = post_batch.submit(service, post_batch.PostRequest(viewer, fields, write,
+                                                                locator()))
     service.reads.wrote(viewer.id)
-    if replay is not None:
-        return Written(replay.payload(), replay.headers(), replay, write)
-    return Written(payload, {"Location": location}, None, write)
+    if posted.replay is not None:
+        return Written(posted.replay.payload(), posted.replay.headers(), posted.replay, write)
+    assert posted.comment is not None and posted.location is not None
+    payload = posted.payload or shown(posted.comment, service.settings, viewer)
+    return Written(payload, {"Location": posted.location}, None, write)
 
 
 def mark_read(req: Request, viewer: auth.Viewer, comment_id: int,

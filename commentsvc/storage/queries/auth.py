@@ -11,8 +11,15 @@ VIEWER_BY_DIGEST = text("""
     WHERE t.digest = :digest
 """).columns(is_staff=Boolean())
 
-# Whether a user exists: one row or none (primary key). Also erasure's and a new comment's
-# check (queries.writes.TARGET_EXISTS).
+# VIEWER_BY_DIGEST as a server-side prepared statement of a kept connection (PostgreSQL;
+# storage.counters, which reads it for every signed-in request), and its execution with
+# the digest as psycopg2's one parameter.
+PREPARE_VIEWER = f"""
+    PREPARE commentsvc_viewer (text) AS {VIEWER_BY_DIGEST.element.text.replace(":digest", "$1")}
+"""
+EXECUTE_VIEWER = "EXECUTE commentsvc_viewer (%s)"
+
+# Whether a user exists: one row or none (primary key). Also erasure's check.
 USER_EXISTS = text("""
     SELECT 1 FROM commentsvc_user WHERE id = :id
 """)

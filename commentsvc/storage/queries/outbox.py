@@ -13,6 +13,18 @@ INSERT_EVENT = text("""
     FROM commentsvc_event
 """).bindparams(bindparam("created", type_=DateTime()))
 
+# Several new events at once, numbered upwards from the newest in the order given
+# (PostgreSQL: each parameter an array with one entry per event).
+INSERT_EVENTS = text("""
+    INSERT INTO commentsvc_event (id, event_uid, event_type, comment_id, created, payload)
+    SELECT top.id + v.n, v.uid, v.event_type, v.comment_id, v.created, v.payload
+    FROM (SELECT COALESCE(MAX(id), 0) AS id FROM commentsvc_event) AS top,
+         unnest(CAST(:uid AS VARCHAR(36)[]), CAST(:event_type AS VARCHAR(40)[]),
+                CAST(:comment_id AS BIGINT[]), CAST(:created AS TIMESTAMP[]),
+                CAST(:payload AS TEXT[]))
+         WITH ORDINALITY AS v (uid, event_type, comment_id, created, payload, n)
+""")
+
 # The comment.created events still kept of some comments, with each comment's stored
 # render as it is now (event comment index, then primary key).
 CREATED_OF_COMMENTS = text("""

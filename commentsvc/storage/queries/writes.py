@@ -1,12 +1,9 @@
-"""SQL of writes that change a comment but not its place (soft delete, marking read), and
-the checks a new comment must pass before it is placed."""
+"""SQL of writes that change a comment but not its place (soft delete, marking read).
+(A new comment's checks and placing: queries.posting.)"""
 
 from __future__ import annotations
 
 from sqlalchemy import bindparam, text
-
-from commentsvc.rules.identifiers import PAGE_TYPE, USER_TYPE
-from commentsvc.storage.queries.auth import USER_EXISTS
 
 # The lists a comment belongs to: its target (primary key).
 COMMENT_TARGET = text("""
@@ -18,12 +15,6 @@ COMMENT_FACTS = text("""
     SELECT id, content_type, object_id, parent_id, author_id, is_deleted
     FROM commentsvc_comment WHERE id = :id
 """)
-
-# Whether the object a comment is posted to exists, by content type (primary keys).
-TARGET_EXISTS = {
-    USER_TYPE: USER_EXISTS,
-    PAGE_TYPE: text("SELECT 1 FROM commentsvc_comicpage WHERE id = :id"),
-}
 
 # Soft-delete a comment, removing its text; no row when it was already deleted (primary
 # key).

@@ -1,0 +1,51 @@
+"""Statements a PostgreSQL connection prepares once and then runs by name.
+
+A batch of posts is read and written in two large statements (queries.posting); sent
+whole, the server parses and plans each one again every time, which costs more than
+running it. Prepared on each connection the first time that connection runs it, each is
+then only executed. A server or pooler that keeps no prepared statements (PgBouncer in
+transaction mode) answers the first execution that misses its statement with an error:
+that batch fails (web.post_batch then writes its posts one at a time) and this process
+sends the statements whole from then on, as the list reads do (storage.counters).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from commentsvc.storage.queries.posting import Prepared
+
+# SQLSTATE of "prepared statement ... does not exist".
+UNDEFINED_PREPARED_STATEMENT = "26000"
+
+# The names this connection has prepared, in its pool record (kept as long as the
+# connection is).
+_PREPARED_KEY = "commentsvc_prepared"
+
+
+class _Switch:
+    """Whether this process prepares statements (until a server refuses to keep them)."""
+
+    enabled = True
+
+
+def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[Any]:
+    """``statement`` with ``params`` on ``conn`` (in its transaction); its rows, if any."""
+    prepared: set[str] = conn.connection.info.setdefault(_PREPARED_KEY, set())
+    try:
+        if _Switch.enabled and statement.name not in prepared:
+            conn.exec_driver_sql(statement.prepare)
+            prepared.add(statement.name)
+        if _Switch.enabled:
+            result = conn.exec_driver_sql(statement.execute, statement.values(params))
+        else:
+            result = conn.exec_driver_sql(statement.plain, params)
+    except DBAPIError as exc:
+        if getattr(exc.orig, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT:
+            _Switch.enabled = False
+            prepared.clear()
+        raise
+    return list(result.all()) if result.returns_rows else []

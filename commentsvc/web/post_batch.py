@@ -1,0 +1,172 @@
+"""Posts written in batches: the posts one process receives at the same time share one
+writers' transaction (storage.group_commit), so the site's one writers' lock is taken
+once per batch rather than once per post, and one commit makes them all durable.
+
+Inside the batch each post meets the same rules, in the same order, as it would alone:
+its Idempotency-Key is looked up (a replay gets the first answer), its author must be
+known, its target and parent must pass the checks, and the user's posting limit is
+taken; a post refused by any of them writes nothing and leaves the others be. The rest
+are written together (storage.posting.write_batch) with their stored renders, events and
+keyed answers.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from commentsvc.storage import group_commit, posting, renders, store
+from commentsvc.storage.engine import get_engine, hung, writing
+from commentsvc.web import auth, idempotency
+from commentsvc.web.exceptions import APIError, PermissionDenied
+from commentsvc.web.rendering import shown
+
+if TYPE_CHECKING:
+    from commentsvc.service import CommentService
+
+# The most posts one transaction writes.
+MAX_BATCH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PostRequest:
+    """A post whose fields the schema loaded, from a signed-in viewer, waiting for its
+    batch; ``locate`` gives a new comment's URL as this request names it."""
+
+    viewer: auth.Viewer
+    fields: dict[str, Any]
+    write: idempotency.Keyed | None
+    locate: Callable[[int], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """A post's answer: the comment written and where it is, or the first answer of its
+    Idempotency-Key (``replay``). ``payload`` is how the viewer sees it, when the batch
+    needed it (to keep it with the key); None otherwise."""
+
+    comment: store.Comment | None
+    location: str | None
+    payload: dict[str, Any] | None
+    replay: idempotency.Stored | None
+
+
+class _TryAgain:
+    """A post whose Idempotency-Key another post of the same batch carries: it goes into
+    the next batch, where it finds that one's answer."""
+
+
+TRY_AGAIN: Final = _TryAgain()
+
+_batches: weakref.WeakKeyDictionary[CommentService, group_commit.GroupCommit[
+    PostRequest, Posted | _TryAgain]] = weakref.WeakKeyDictionary()
+_making = threading.Lock()
+
+
+def submit(service: CommentService, post: PostRequest) -> Posted:
+    """Write ``post`` in this process's next batch; its answer, or raise its refusal."""
+    batches = _batches.get(service)
+    if batches is None:
+        with _making:
+            batches = _batches.get(service)
+            if batches is None:
+                batches = _batches[service] = group_commit.GroupCommit(
+                    lambda batch: write(service, batch), MAX_BATCH)
+    while True:
+        outcome = batches.submit(post)
+        if isinstance(outcome, Posted):
+            return outcome
+
+
+def write(service: CommentService, batch: list[PostRequest]
+          ) -> Sequence[group_commit.Outcome[Posted | _TryAgain]]:
+    """The batch in one transaction. Should the database refuse the batch for something
+    one post did (not an outage: that is every post's), each post is written alone, so
+    only that post fails."""
+    try:
+        return _write(service, batch)
+    except DBAPIError as exc:
+        if len(batch) == 1 or exc.connection_invalidated or hung(exc) or isinstance(
+                exc, OperationalError):
+            raise
+    return [_alone(service, post) for post in batch]
+
+
+def _alone(service: CommentService, post: PostRequest
+           ) -> group_commit.Outcome[Posted | _TryAgain]:
+    try:
+        return _write(service, [post])[0]
+    except Exception as exc:  # this post's own failure
+        return exc
+
+
+def _write(service: CommentService, batch: list[PostRequest]
+           ) -> list[group_commit.Outcome[Posted | _TryAgain]]:
+    settings = service.settings
+    outcomes: list[group_commit.Outcome[Posted | _TryAgain] | None] = [None] * len(batch)
+    with writing(get_engine()) as conn:
+        keys: set[tuple[int, str]] = set()
+        for i, post in enumerate(batch):
+            if post.write is None:
+                continue
+            if (post.write.user_id, post.write.key) in keys:
+                outcomes[i] = TRY_AGAIN
+                continue
+            keys.add((post.write.user_id, post.write.key))
+            try:
+                replay = idempotency.find(conn, post.write, settings.idempotency_retention_hours)
+            except idempotency.KeyReused as exc:
+                outcomes[i] = exc
+                continue
+            if replay is not None:
+                outcomes[i] = Posted(None, None, None, replay)
+        waiting = [i for i, outcome in enumerate(outcomes) if outcome is None]
+        facts = posting.read_facts(conn, [_new(batch[i]) for i in waiting])
+        for i in waiting:
+            viewer = batch[i].viewer
+            if viewer.id in facts.authors:
+                continue
+            if viewer.username is None:
+                outcomes[i] = PermissionDenied(auth.UNKNOWN_ACCOUNT)
+                continue
+            auth.ensure_user(conn, viewer)  # a host's user, on their first write
+            facts.authors[viewer.id] = posting.Author(viewer.username, viewer.avatar)
+        waiting = [i for i in waiting if outcomes[i] is None]
+        checked = posting.check_batch(facts, [_new(batch[i]) for i in waiting],
+                                      settings.target_exists)
+        accepted: list[tuple[int, store.NewComment]] = []
+        for i, post_or_refusal in zip(waiting, checked, strict=True):
+            if isinstance(post_or_refusal, Exception):
+                outcomes[i] = post_or_refusal
+                continue
+            try:
+                service.post_limiter.take(batch[i].viewer.id)
+            except APIError as exc:  # Throttled (429): this post only
+                outcomes[i] = exc
+                continue
+            accepted.append((i, post_or_refusal))
+        comments = posting.write_batch(conn, facts, [new for _, new in accepted],
+                                       renders.for_settings(settings))
+        for (i, _), comment in zip(accepted, comments, strict=True):
+            post = batch[i]
+            location = post.locate(comment.id)
+            payload = None
+            if post.write is not None:
+                payload = shown(comment, settings, post.viewer)
+                idempotency.remember(conn, post.write, 201, payload, location, comment.id)
+            outcomes[i] = Posted(comment, location, payload, None)
+    return [outcome if outcome is not None else group_commit.BatchInterrupted()
+            for outcome in outcomes]
+
+
+def _new(post: PostRequest) -> store.NewComment:
+    fields = post.fields
+    return store.NewComment(
+        content_type=fields["content_type"], object_id=fields["object_id"],
+        author_id=post.viewer.id, body=fields["body"], parent_id=fields["parent"],
+        is_anonymous=fields["is_anonymous"])
