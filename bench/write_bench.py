@@ -1,127 +1,368 @@
-"""Posts per second through the service, the number a site's write capacity rests on.
+"""Writes per second through the service, the number a site's write capacity rests on.
 
-Every write takes the one writers' lock (positions depend on every earlier comment), so
-posts queue however many workers there are. On a fresh database of the local PostgreSQL
-server (dropped afterwards), seeded through the CLI, under gunicorn (gunicorn.conf.py, 2
-sync workers, no posting limit): K client threads post for ``--duration`` seconds each
-(K = 1, 2, 4, 8; JSON bodies, random targets, one in four a reply), then 8 threads read
-page 1 for as long, in the same run, for the ratio. Every request is a new connection
-(as harness/servers.py makes them). Afterwards every 201 is checked stored exactly once.
+On a fresh database of the local PostgreSQL server (dropped afterwards), seeded through
+the CLI, under gunicorn (gunicorn.conf.py: 2 workers of 8 threads, no posting limit), K
+clients write for ``--duration`` seconds each, for K in ``--clients`` (1, 2, 4, 8, 16).
+Each client is one keep-alive HTTP connection, as a site's back end keeps them, and sends
+the next write when the last is answered: seven in ten a new comment on a random target,
+two in ten a reply to one of the comments written so far, one in ten a DELETE of one of
+its own earlier comments. Then page 1 of the site's list is read by 8 clients, alone and
+while 8 writers write, for the ratio of the two.
+
+Afterwards every list is walked and must be exact: every position of the whole site's
+list, of each kind's and of each target's runs 1..n in (date, id) order with its counter
+row saying n, every target's pages (over HTTP) hold exactly its comments newest first,
+every 201 is stored once and every 204 left its comment deleted.
+
+``--before DIR`` measures another checkout (an earlier commit) the same way in the same
+run, on its own database seeded alike, first. ``--chart PNG`` draws writes a second and
+p99 by clients (matplotlib).
 
     .venv/bin/python bench/write_bench.py [--duration 8] [--comments 100000]
+        [--clients 1,2,4,8,16] [--before DIR] [--chart bench/results/writes.png]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from commentsvc.storage.database_urls import normalise_url  # noqa: E402
-from harness.servers import LIST, Gunicorn, prepare, request  # noqa: E402
+from harness.servers import LIST, free_port, prepare  # noqa: E402
 
-ADMIN_URL = normalise_url("postgresql://postgres@127.0.0.1:5432/postgres")
+ROOT = Path(__file__).resolve().parent.parent
+GUNICORN = str(Path(sys.executable).parent / "gunicorn")
+ADMIN_URL = normalise_url(os.environ.get(
+    "BENCH_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
 RESULTS = Path(__file__).resolve().parent / "results" / "writes.json"
+READERS = 8
 
 
-def run_clients(threads: int, seconds: float, one_request) -> list[tuple[int, float]]:
-    """(status, seconds) of every request ``threads`` clients made in ``seconds``."""
-    answers: list[tuple[int, float]] = []
-    lock = threading.Lock()
-    deadline = time.monotonic() + seconds
+class Client:
+    """One keep-alive connection to the service; ``send`` never raises."""
 
-    def client(n: int) -> None:
+    def __init__(self, base: str, token: str | None = None):
+        host, port = base.removeprefix("http://").split(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        self.headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Token {token}"
+
+    def send(self, method: str, path: str, body: dict | None = None
+             ) -> tuple[int, float, bytes]:
+        """(status, seconds, body); status 0 when the connection failed."""
+        started = time.monotonic()
+        for attempt in (1, 2):  # a keep-alive connection the server closed: once more
+            try:
+                self.conn.request(method, path, body=None if body is None else json.dumps(
+                    body).encode(), headers=self.headers)
+                response = self.conn.getresponse()
+                data = response.read()
+                return response.status, time.monotonic() - started, data
+            except (OSError, http.client.HTTPException):
+                self.conn.close()
+                if attempt == 2:
+                    return 0, time.monotonic() - started, b""
+        raise AssertionError("unreachable")
+
+
+class Writers:
+    """The write mix of every client, and what it wrote (for the checks afterwards)."""
+
+    def __init__(self, base: str, tokens: dict[int, str], targets: list, marker: str):
+        self.base, self.tokens, self.targets, self.marker = base, tokens, targets, marker
+        self.roots: list[tuple[str, int, int]] = []  # comments replies can answer
+        self.created: list[int] = []
+        self.deleted: list[int] = []
+        self.lock = threading.Lock()
+
+    def client(self, n: int, seconds: float, answers: list) -> None:
         rng = random.Random(n)
+        user = list(self.tokens)[n % len(self.tokens)]
+        client = Client(self.base, self.tokens[user])
+        mine: list[int] = []
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            answer = one_request(rng)
-            with lock:
-                answers.append((answer.status, answer.elapsed))
+            roll = rng.random()
+            if roll < 0.1 and mine:
+                comment_id = mine.pop(rng.randrange(len(mine)))
+                status, elapsed, _ = client.send("DELETE", f"{LIST}{comment_id}/")
+                with self.lock:
+                    answers.append(("delete", status, elapsed))
+                    if status == 204:
+                        self.deleted.append(comment_id)
+                continue
+            body = {"body": f"{self.marker} {uuid.uuid4().hex}"}
+            with self.lock:
+                parent = rng.choice(self.roots) if self.roots and roll < 0.3 else None
+            if parent is not None:
+                body["content_type"], body["object_id"], body["parent"] = parent
+            else:
+                body["content_type"], body["object_id"] = rng.choice(self.targets)
+            status, elapsed, data = client.send("POST", LIST, body)
+            with self.lock:
+                answers.append(("reply" if parent else "post", status, elapsed))
+                if status == 201:
+                    comment_id = json.loads(data)["id"]
+                    self.created.append(comment_id)
+                    mine.append(comment_id)
+                    if parent is None and len(self.roots) < 1000:
+                        self.roots.append((body["content_type"], body["object_id"],
+                                           comment_id))
 
-    workers = [threading.Thread(target=client, args=(n,)) for n in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    def run(self, clients: int, seconds: float) -> list[tuple[str, int, float]]:
+        answers: list[tuple[str, int, float]] = []
+        threads = [threading.Thread(target=self.client, args=(n, seconds, answers))
+                   for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return answers
+
+
+def read_page1(base: str, clients: int, seconds: float) -> list[tuple[str, int, float]]:
+    """``clients`` readers of page 1 of the site's list for ``seconds``."""
+    answers: list[tuple[str, int, float]] = []
+    lock = threading.Lock()
+
+    def reader() -> None:
+        client = Client(base)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            status, elapsed, _ = client.send("GET", LIST)
+            with lock:
+                answers.append(("read", status, elapsed))
+
+    threads = [threading.Thread(target=reader) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return answers
 
 
-def summary(answers: list[tuple[int, float]], ok: int, seconds: float) -> dict:
-    times = sorted(elapsed * 1000 for _, elapsed in answers)
+def summary(answers: list[tuple[str, int, float]], seconds: float) -> dict:
+    """Successful requests a second (and per kind), p50 and p99 of all, the failures."""
+    ok = [(kind, elapsed) for kind, status, elapsed in answers if status in (200, 201, 204)]
+    times = sorted(elapsed * 1000 for _, _, elapsed in answers) or [0.0]
+    kinds = sorted({kind for kind, _, _ in answers})
     return {
-        "per_second": round(sum(1 for status, _ in answers if status == ok) / seconds, 1),
+        "per_second": round(len(ok) / seconds, 1),
+        "by_kind_per_second": {kind: round(sum(1 for k, _ in ok if k == kind) / seconds, 1)
+                               for kind in kinds},
         "p50_ms": round(statistics.median(times), 2),
-        "p99_ms": round(times[int(len(times) * 0.99) - 1], 2),
-        "errors": sum(1 for status, _ in answers if status != ok),
+        "p99_ms": round(times[max(0, int(len(times) * 0.99) - 1)], 2),
+        "errors": len(answers) - len(ok),
     }
+
+
+@contextmanager
+def service(root: Path, database_url: str):
+    """gunicorn serving the checkout ``root`` (its gunicorn.conf.py, 2 workers)."""
+    port = free_port()
+    log = open(os.devnull, "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [GUNICORN, "--config", str(root / "gunicorn.conf.py"), "--bind",
+         f"127.0.0.1:{port}", "--workers", "2", "--log-level", "warning", "wsgi:app"],
+        cwd=root, stdout=log, stderr=log,
+        env={**os.environ, "DATABASE_URL": database_url, "COMMENTSVC_POST_RATE_LIMIT": "",
+             "PYTHONPATH": str(root)})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while Client(base).send("GET", LIST)[0] != 200:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the service in {root} did not start")
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+@contextmanager
+def fresh_database(admin: sa.Engine):
+    name = f"commentsvc_bench_writes_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def measure(root: Path, database_url: str, args: argparse.Namespace) -> dict:
+    """Every figure of one checkout on its own freshly seeded database, then its checks."""
+    community = prepare(database_url, comments=args.comments, targets=100, posters=8)
+    tokens = dict(community.tokens)
+    marker = uuid.uuid4().hex[:10]
+    results: dict = {"writes": {}}
+    with service(root, database_url) as base:
+        writers = Writers(base, tokens, community.targets, marker)
+        for clients in args.clients:
+            results["writes"][clients] = summary(writers.run(clients, args.duration),
+                                                 args.duration)
+            print(f"  {clients:>2} clients: {results['writes'][clients]}", flush=True)
+        alone = summary(read_page1(base, READERS, args.duration), args.duration)
+        during: list = []
+        loaded = threading.Thread(target=lambda: during.extend(
+            read_page1(base, READERS, args.duration)))
+        loaded.start()
+        under_load = summary(writers.run(8, args.duration), args.duration)
+        loaded.join()
+        reads_during = summary(during, args.duration)
+        results["reads_page1"] = {
+            "alone": alone, "during_8_writers": reads_during, "writes_meanwhile": under_load,
+            "ratio": round(reads_during["per_second"] / alone["per_second"], 3)}
+        print(f"  page 1 reads alone {alone['per_second']}/s, during writes "
+              f"{reads_during['per_second']}/s (ratio {results['reads_page1']['ratio']})",
+              flush=True)
+        results["checks"] = check(database_url, base, writers)
+    print(f"  checks: {results['checks']}", flush=True)
+    return results
+
+
+def check(database_url: str, base: str, writers: Writers) -> dict:
+    """Every list exact, every 201 stored once, every 204 deleted (see the docstring)."""
+    engine = sa.create_engine(normalise_url(database_url))
+    try:
+        with engine.connect() as conn:
+            bad_positions = conn.execute(sa.text("""
+                SELECT count(*) FROM (
+                    SELECT site_pos, kind_pos, target_pos,
+                           ROW_NUMBER() OVER (ORDER BY date_added, id) AS s,
+                           ROW_NUMBER() OVER (PARTITION BY content_type
+                                              ORDER BY date_added, id) AS k,
+                           ROW_NUMBER() OVER (PARTITION BY content_type, object_id
+                                              ORDER BY date_added, id) AS t
+                    FROM commentsvc_comment) AS numbered
+                WHERE site_pos <> s OR kind_pos <> k OR target_pos <> t
+            """)).scalar_one()
+            bad_counts = conn.execute(sa.text("""
+                SELECT count(*) FROM (
+                    SELECT 'site' AS list_key, count(*) AS n FROM commentsvc_comment
+                    UNION ALL SELECT 'kind:' || content_type, count(*)
+                    FROM commentsvc_comment GROUP BY content_type
+                    UNION ALL SELECT 'target:' || content_type || ':' || object_id, count(*)
+                    FROM commentsvc_comment GROUP BY content_type, object_id) AS counted
+                FULL JOIN commentsvc_list_count AS c USING (list_key)
+                WHERE counted.n IS DISTINCT FROM c.n
+            """)).scalar_one()
+            stored = conn.execute(sa.text(
+                "SELECT count(*), count(DISTINCT body) FROM commentsvc_comment "
+                "WHERE body LIKE :m"), {"m": writers.marker + " %"}).one()
+            not_deleted = conn.execute(sa.text(
+                "SELECT count(*) FROM commentsvc_comment WHERE id IN :ids "
+                "AND NOT is_deleted").bindparams(sa.bindparam("ids", expanding=True)),
+                {"ids": writers.deleted or [0]}).scalar_one()
+            deleted_kept = len(writers.deleted)
+            targets = conn.execute(sa.text(
+                "SELECT content_type, object_id, array_agg(id ORDER BY date_added DESC, "
+                "id DESC) FROM commentsvc_comment GROUP BY content_type, object_id")).all()
+    finally:
+        engine.dispose()
+    pages_wrong = sum(1 for content_type, object_id, ids in targets
+                      if walk(base, content_type, object_id) != list(ids))
+    created = len(writers.created)
+    # deleted comments keep their row (body ""), so they no longer carry the marker
+    stored_once = stored[0] + deleted_kept == created and stored[1] == stored[0]
+    return {"positions_wrong": bad_positions, "counts_wrong": bad_counts,
+            "targets_walked": len(targets), "target_lists_wrong": pages_wrong,
+            "posts_201": created, "deletes_204": deleted_kept,
+            "stored_once": stored_once, "deleted_not_deleted": not_deleted,
+            "exact": bad_positions == 0 and bad_counts == 0 and pages_wrong == 0
+            and stored_once and not_deleted == 0}
+
+
+def walk(base: str, content_type: str, object_id: int) -> list[int]:
+    """The ids of one target's list, page by page over HTTP, as served."""
+    client, ids, url = Client(base), [], f"{LIST}?content_type={content_type}&object_id={object_id}"
+    while url:
+        status, _, data = client.send("GET", url)
+        if status != 200:
+            return []
+        page = json.loads(data)
+        ids.extend(entry["id"] for entry in page["results"])
+        following = page["p8n"]["next_url"]
+        url = "/" + following.split("://", 1)[1].split("/", 1)[1] if following else ""
+    return ids
+
+
+def chart(report: dict, path: Path) -> None:
+    """Writes a second and p99 by clients, each checkout a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (rate, p99) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, results in report["runs"].items():
+        clients = [int(k) for k in results["writes"]]
+        rate.plot(clients, [v["per_second"] for v in results["writes"].values()], "o-",
+                  label=label)
+        p99.plot(clients, [v["p99_ms"] for v in results["writes"].values()], "o-",
+                 label=label)
+    rate.axhline(1000, color="grey", linestyle=":", linewidth=1)
+    p99.axhline(25, color="grey", linestyle=":", linewidth=1)
+    for axes, title in ((rate, "writes a second (posts, replies, deletes)"),
+                        (p99, "p99 latency (ms)")):
+        axes.set_xscale("log", base=2)
+        axes.set_xticks(clients, [str(c) for c in clients])
+        axes.set_xlabel("clients")
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle(f"Writes through HTTP, {report['comments']:,} comments seeded, "
+                    f"{report['duration_s']:g} s per step")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8)
     parser.add_argument("--comments", type=int, default=100_000)
+    parser.add_argument("--clients", default="1,2,4,8,16")
+    parser.add_argument("--before", type=Path, help="another checkout, measured first")
+    parser.add_argument("--chart", type=Path, help="draw the figures into this PNG")
+    parser.add_argument("--json", type=Path, default=RESULTS)
     args = parser.parse_args()
-    name = f"commentsvc_bench_writes_{uuid.uuid4().hex[:8]}"
+    args.clients = [int(c) for c in args.clients.split(",")]
+    report: dict = {"comments": args.comments, "duration_s": args.duration, "runs": {}}
     admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = admin.url.set(database=name).render_as_string(hide_password=False)
-    marker = uuid.uuid4().hex[:10]
-    results: dict = {"comments": args.comments, "duration_s": args.duration, "posts": {}}
+    checkouts = [("before", args.before.resolve())] if args.before else []
+    checkouts.append(("after" if args.before else "this checkout", ROOT))
     try:
-        community = prepare(url, comments=args.comments, targets=100, posters=8)
-        tokens = list(community.tokens.values())
-        with Gunicorn(url) as server:
-            roots: list[tuple[str, int, int]] = []  # posts replies can answer
-
-            def post(rng: random.Random):
-                body = {"body": f"{marker} {uuid.uuid4().hex}"}
-                if roots and rng.random() < 0.25:
-                    body["content_type"], body["object_id"], body["parent"] = rng.choice(roots)
-                else:
-                    body["content_type"], body["object_id"] = rng.choice(community.targets)
-                answer = request(server.base, "POST", LIST, body, token=rng.choice(tokens))
-                if answer.status == 201 and "parent" not in body and len(roots) < 1000:
-                    roots.append((body["content_type"], body["object_id"], answer.json()["id"]))
-                return answer
-
-            created = 0
-            for threads in (1, 2, 4, 8):
-                answers = run_clients(threads, args.duration, post)
-                created += sum(1 for status, _ in answers if status == 201)
-                results["posts"][threads] = summary(answers, 201, args.duration)
-                print(f"posts, {threads} clients: {results['posts'][threads]}", flush=True)
-            reads = run_clients(8, args.duration,
-                                lambda _rng: request(server.base, "GET", LIST))
-            results["reads_page1_8_clients"] = summary(reads, 200, args.duration)
-            print(f"page 1 reads, 8 clients: {results['reads_page1_8_clients']}", flush=True)
-        engine = sa.create_engine(url)
-        with engine.connect() as conn:
-            stored = conn.execute(sa.text(
-                "SELECT count(*), count(DISTINCT body) FROM commentsvc_comment "
-                "WHERE body LIKE :m"), {"m": marker + " %"}).one()
-            results["database_bytes"] = conn.execute(sa.text(
-                "SELECT pg_database_size(current_database())")).scalar_one()
-        engine.dispose()
-        results["posts_201"] = created
-        results["stored_once"] = stored[0] == created and stored[1] == created
-        print(f"201 answers {created}, stored {stored[0]} ({stored[1]} distinct)")
+        for label, root in checkouts:
+            print(f"{label} ({root}):", flush=True)
+            with fresh_database(admin) as url:
+                report["runs"][label] = measure(root, url, args)
     finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    if not results["stored_once"]:
-        sys.exit("some 201 posts are not stored exactly once")
+    args.json.parent.mkdir(exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    if args.chart:
+        chart(report, args.chart)
+    if not all(run["checks"]["exact"] for run in report["runs"].values()):
+        sys.exit("a list is not exact, or a write was not stored as answered")
 
 
 if __name__ == "__main__":

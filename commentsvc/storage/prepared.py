@@ -5,7 +5,7 @@ whole, the server parses and plans each one again every time, which costs more t
 running it. Prepared on each connection the first time that connection runs it, each is
 then only executed. A server or pooler that keeps no prepared statements (PgBouncer in
 transaction mode) answers the first execution that misses its statement with an error:
-that batch fails (web.post_batch then writes its posts one at a time) and this process
+that transaction is lost (web.post_batch runs its batch once more) and this process
 sends the statements whole from then on, as the list reads do (storage.counters).
 """
 
@@ -32,6 +32,12 @@ class _Switch:
     enabled = True
 
 
+def gone(exc: DBAPIError) -> bool:
+    """The error of a connection that had lost a statement it had prepared; this process
+    sends the statements whole from then on, so the same work may run again at once."""
+    return getattr(exc.orig, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT
+
+
 def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[Any]:
     """``statement`` with ``params`` on ``conn`` (in its transaction); its rows, if any."""
     prepared: set[str] = conn.connection.info.setdefault(_PREPARED_KEY, set())
@@ -44,7 +50,7 @@ def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[A
         else:
             result = conn.exec_driver_sql(statement.plain, params)
     except DBAPIError as exc:
-        if getattr(exc.orig, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT:
+        if gone(exc):
             _Switch.enabled = False
             prepared.clear()
         raise

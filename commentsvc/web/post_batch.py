@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from commentsvc.storage import group_commit, posting, renders, store
+from commentsvc.storage import group_commit, posting, prepared, renders, store
 from commentsvc.storage.engine import get_engine, hung, writing
 from commentsvc.web import auth, idempotency
 from commentsvc.web.exceptions import APIError, PermissionDenied
@@ -85,16 +85,24 @@ def submit(service: CommentService, post: PostRequest) -> Posted:
 
 def write(service: CommentService, batch: list[PostRequest]
           ) -> Sequence[group_commit.Outcome[Posted | _TryAgain]]:
-    """The batch in one transaction. Should the database refuse the batch for something
-    one post did (not an outage: that is every post's), each post is written alone, so
-    only that post fails."""
+    """The batch in one transaction. A batch that met a connection without its prepared
+    statements runs once more, the statements sent whole (storage.prepared). Should the
+    database or a check refuse the whole batch for something one post did (not an outage,
+    which is every post's), each post is written alone, so only that post fails."""
     try:
         return _write(service, batch)
-    except DBAPIError as exc:
-        if len(batch) == 1 or exc.connection_invalidated or hung(exc) or isinstance(
-                exc, OperationalError):
+    except (DBAPIError, APIError) as exc:
+        if isinstance(exc, DBAPIError) and prepared.gone(exc):
+            return write(service, batch)
+        if len(batch) == 1 or _outage(exc):
             raise
     return [_alone(service, post) for post in batch]
+
+
+def _outage(exc: Exception) -> bool:
+    """The database is away or too slow: every post of the batch would meet it too."""
+    return isinstance(exc, DBAPIError) and (
+        exc.connection_invalidated or hung(exc) or isinstance(exc, OperationalError))
 
 
 def _alone(service: CommentService, post: PostRequest

@@ -1,0 +1,223 @@
+"""Posts written in batches (web.post_batch, storage.posting.write_batch): each post of a
+batch meets the rules it would meet alone and is refused alone, the rest are written
+together with exact positions, events in commit order, and keyed answers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+from commentsvc.storage import engine as db
+from commentsvc.storage import posting, prepared, store
+from commentsvc.web import auth, current, idempotency, post_batch
+from commentsvc.web.exceptions import PermissionDenied, ValidationFailed
+from commentsvc.web.rendering import locator
+from conftest import Community, make_app
+from helpers import assert_positions_exact
+
+URL = "/api/comments/"
+PAGE = {"content_type": "comics.comicpage", "object_id": 10, "parent": None,
+        "is_anonymous": False}
+ANN, BOB = auth.Viewer(1, username="ann"), auth.Viewer(2, username="bob", avatar="bob.png")
+
+
+def request_of(viewer, key=None, **fields):
+    """A post as the view hands it to its batch (fields as the schema loads them)."""
+    loaded = {**PAGE, "body": "Hello", **fields}
+    write = None
+    if key is not None:
+        write = idempotency.Keyed(viewer.id, key, "POST", URL,
+                                  idempotency.request_digest("POST", URL, loaded))
+    return post_batch.PostRequest(viewer, loaded, write, locator())
+
+
+def write_batch(app, requests_of):
+    """``requests_of()`` written as one batch, in a request of the app."""
+    with app.test_request_context(URL, base_url="https://comments.example"):
+        return post_batch.write(current.service(), requests_of())
+
+
+def events_of(app) -> list[tuple[int, str, int]]:
+    with app.app_context(), db.get_engine().connect() as conn:
+        return [tuple(row) for row in conn.execute(sa.text(
+            "SELECT id, event_type, comment_id FROM commentsvc_event ORDER BY id"))]
+
+
+def test_one_batch_writes_each_post_or_refuses_it_alone(app, community):
+    outcomes = write_batch(app, lambda: [
+        request_of(ANN, body="a new root"),
+        request_of(BOB, body="a reply", parent=100),
+        request_of(ANN, body="a reply to a reply", parent=101),
+        request_of(ANN, object_id=99),  # no such page
+        request_of(BOB, parent=103),  # deleted
+        request_of(ANN, object_id=11, parent=100),  # parent on another page
+        request_of(auth.Viewer(77)),  # a host's user the service has no name for
+        request_of(BOB, content_type="users.user", object_id=1, body="on ann's profile"),
+    ])
+    written = [o for o in outcomes if isinstance(o, post_batch.Posted)]
+    assert [o.comment.body for o in written] == [
+        "a new root", "a reply", "a reply to a reply", "on ann's profile"]
+    ids = [o.comment.id for o in written]
+    assert ids == list(range(ids[0], ids[0] + 4))  # the next ids, in the batch's order
+    assert [o.comment.parent_id for o in written] == [None, 100, 100, None]
+    assert written[1].comment.username == "bob" and written[1].comment.avatar == "bob.png"
+    assert all(o.location == f"https://comments.example/api/comments/{o.comment.id}/"
+               for o in written)
+    refusals = [o for o in outcomes if not isinstance(o, post_batch.Posted)]
+    assert [type(o) for o in refusals] == [ValidationFailed] * 3 + [PermissionDenied]
+    assert refusals[0].detail == {"object_id": ['Invalid pk "99" - object does not exist.']}
+    assert refusals[1].detail == {"parent": ["A deleted comment cannot be replied to."]}
+    assert refusals[2].detail == {"parent": ["The parent comment is on another object."]}
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
+        shown = conn.execute(sa.text("SELECT count(*) FROM commentsvc_comment "
+                                     "WHERE id IN :ids AND shown IS NOT NULL").bindparams(
+            sa.bindparam("ids", expanding=True)), {"ids": ids}).scalar_one()
+    assert shown == 4  # each written with its stored render
+    created = [(kind, comment) for _, kind, comment in events_of(app)]
+    assert created == [("comment.created", i) for i in ids]  # numbered in commit order
+
+
+def test_a_batch_of_posts_lists_them_newest_first_on_top(app, client, community):
+    write_batch(app, lambda: [request_of(ANN, body=f"batch {n}") for n in range(3)])
+    page = client.get(URL + "?content_type=comics.comicpage&object_id=10").get_json()
+    assert [c["body"] for c in page["results"][:3]] == ["batch 2", "batch 1", "batch 0"]
+
+
+def test_a_key_sent_twice_in_one_batch_is_written_once(app, community):
+    outcomes = write_batch(app, lambda: [request_of(ANN, key="k1", body="once"),
+                                         request_of(ANN, key="k1", body="once")])
+    assert isinstance(outcomes[0], post_batch.Posted) and outcomes[0].replay is None
+    assert outcomes[1] is post_batch.TRY_AGAIN
+    # its next batch finds the first one's answer
+    again = write_batch(app, lambda: [request_of(ANN, key="k1", body="once")])[0]
+    assert again.replay is not None
+    assert again.replay.payload()["id"] == outcomes[0].comment.id
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM commentsvc_comment "
+                                    "WHERE body = 'once'")).scalar_one() == 1
+
+
+def test_a_key_used_for_another_post_is_refused_alone(app, community):
+    write_batch(app, lambda: [request_of(ANN, key="k2", body="first")])
+    outcomes = write_batch(app, lambda: [request_of(ANN, key="k2", body="other"),
+                                         request_of(BOB, body="fine")])
+    assert isinstance(outcomes[0], idempotency.KeyReused)
+    assert isinstance(outcomes[1], post_batch.Posted)
+
+
+def test_a_batch_refused_for_one_post_is_written_post_by_post(app, community, monkeypatch):
+    """Something only one post hits (here its key found taken as it is kept) fails the
+    batch's transaction; each post is then written alone, so only that post fails."""
+    remember = idempotency.remember
+
+    def taken(conn, write, *args, **kwargs):
+        if write is not None and write.key == "taken":
+            raise idempotency.KeyInUse()
+        return remember(conn, write, *args, **kwargs)
+
+    monkeypatch.setattr(idempotency, "remember", taken)
+    outcomes = write_batch(app, lambda: [request_of(ANN, body="before"),
+                                         request_of(BOB, key="taken", body="unlucky"),
+                                         request_of(ANN, key="fine", body="after")])
+    assert isinstance(outcomes[0], post_batch.Posted)
+    assert isinstance(outcomes[1], idempotency.KeyInUse)
+    assert isinstance(outcomes[2], post_batch.Posted)
+    with app.app_context(), db.get_engine().connect() as conn:
+        bodies = conn.execute(sa.text("SELECT body FROM commentsvc_comment "
+                                      "WHERE id > 103 ORDER BY id")).scalars().all()
+        assert_positions_exact(conn)
+    assert bodies == ["before", "after"]
+
+
+def test_a_clock_behind_the_newest_comment_places_posts_below_it(app, client, community):
+    """A comment dated ahead of the clock (an import, another node's clock) stays on top;
+    posts written meanwhile go below it, every position still exact."""
+    ahead = datetime.now(UTC).replace(tzinfo=None) + timedelta(days=1)
+    with app.app_context(), db.writing(db.get_engine()) as conn:
+        future = store.add_comment(conn, store.NewComment(
+            "comics.comicpage", 10, 1, "from the future", date_added=ahead))
+    outcomes = write_batch(app, lambda: [request_of(ANN, body="now 1"),
+                                         request_of(BOB, body="now 2")])
+    assert all(isinstance(o, post_batch.Posted) for o in outcomes)
+    page = client.get(URL + "?content_type=comics.comicpage&object_id=10").get_json()
+    assert [c["id"] for c in page["results"][:3]] == [
+        future, outcomes[1].comment.id, outcomes[0].comment.id]
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
+    assert [comment for _, _, comment in events_of(app)] == [
+        outcomes[0].comment.id, outcomes[1].comment.id]
+
+
+def test_posts_at_once_are_batched_and_every_list_stays_exact(app, community, monkeypatch):
+    """Threads post together while each batch takes a while: later posts queue and are
+    written in batches of several; every post is answered, listed once, in order."""
+    sizes: list[int] = []
+    write = posting.write_batch
+
+    def slow_write(conn, facts, posts, renderer):
+        sizes.append(len(posts))
+        time.sleep(0.02)
+        return write(conn, facts, posts, renderer)
+
+    monkeypatch.setattr(posting, "write_batch", slow_write)
+    answers: list = []
+    lock = threading.Lock()
+
+    def poster(name: str, n: int) -> None:
+        client = app.test_client()
+        for i in range(6):
+            fields = {"content_type": "comics.comicpage", "object_id": 10 + (i % 2),
+                      "body": f"{name} {n} {i}"}
+            if i == 2:  # on page 10: a reply to its comment 100
+                fields["parent"] = 100
+            response = client.post(URL, json=fields, headers=community.auth(name))
+            with lock:
+                answers.append(response.status_code)
+
+    threads = [threading.Thread(target=poster, args=(("ann", "bob", "carol")[n % 3], n))
+               for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert answers == [201] * 48
+    assert max(sizes) > 1 and sum(sizes) == 48
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
+        comment_ids = conn.execute(sa.text(
+            "SELECT id FROM commentsvc_comment WHERE id > 103 ORDER BY id")).scalars().all()
+    assert [comment for _, _, comment in events_of(app)] == comment_ids
+
+
+def test_a_connection_that_lost_its_prepared_statements_still_writes(postgres_url):
+    """A pooler may hand a session that no longer has what this connection prepared: the
+    batch runs again with its statements sent whole, from then on."""
+    app = make_app(postgres_url)
+    try:
+        people = Community(app)
+        client = app.test_client()
+        assert client.post(URL, json={**PAGE, "parent": 100, "body": "prepared"},
+                           headers=people.auth("ann")).status_code == 201
+        with app.app_context():
+            engine = db.get_engine()
+            held = [engine.raw_connection() for _ in range(engine.pool.checkedin() or 1)]
+            for connection in held:
+                with connection.cursor() as cursor:
+                    cursor.execute("DEALLOCATE ALL")  # their pool records still say prepared
+                connection.commit()
+            for connection in held:
+                connection.close()
+        response = client.post(URL, json={**PAGE, "parent": 100, "body": "sent whole"},
+                               headers=people.auth("ann"))
+        assert response.status_code == 201
+        assert prepared._Switch.enabled is False
+        with app.app_context(), db.get_engine().connect() as conn:
+            assert_positions_exact(conn)
+    finally:
+        prepared._Switch.enabled = True
+        with app.app_context():
+            db.get_engine().dispose()
