@@ -158,10 +158,10 @@ def test_posts_at_once_are_batched_and_every_list_stays_exact(app, community, mo
     sizes: list[int] = []
     write = posting.write_batch
 
-    def slow_write(conn, facts, posts, renderer):
+    def slow_write(conn, facts, posts, settings):
         sizes.append(len(posts))
         time.sleep(0.02)
-        return write(conn, facts, posts, renderer)
+        return write(conn, facts, posts, settings)
 
     monkeypatch.setattr(posting, "write_batch", slow_write)
     answers: list = []

@@ -12,17 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
 from commentsvc.rules.comment_lists import lists_of
 from commentsvc.rules.events import Subject
 from commentsvc.rules.identifiers import INT64_MAX
-from commentsvc.storage import outbox, prepared, store
+from commentsvc.storage import outbox, prepared, renders, store
 from commentsvc.storage.queries import posting as q
-from commentsvc.storage.renders import Renderer
 from commentsvc.web.exceptions import ValidationFailed
+
+if TYPE_CHECKING:
+    from commentsvc.settings import Settings
 
 
 def _missing(value: int) -> str:
@@ -138,7 +140,7 @@ def _target_found(facts: BatchFacts, post: store.NewComment,
 
 
 def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewComment],
-                renderer: Renderer) -> list[store.Comment]:
+                settings: Settings) -> list[store.Comment]:
     """Write posts that ``check_batch`` passed (their authors in ``facts.authors``), each
     with its stored render and its comment.created event; the comments as lists show
     them, in order.
@@ -152,6 +154,7 @@ def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewCo
     """
     if not posts:
         return []
+    renderer = renders.for_settings(settings)
     now = datetime.now(UTC).replace(tzinfo=None)
     if facts.newest_date is not None and now < facts.newest_date:
         return [_write_one(conn, post, renderer) for post in posts]
@@ -207,7 +210,8 @@ def _subject(comment: store.Comment, post: store.NewComment) -> Subject:
     return Subject(comment.id, post.content_type, post.object_id, comment.parent_id)
 
 
-def _write_one(conn: Connection, post: store.NewComment, renderer: Renderer) -> store.Comment:
+def _write_one(conn: Connection, post: store.NewComment,
+               renderer: renders.Renderer) -> store.Comment:
     """One post the slow way (a clock behind the newest comment): placed by
     store.add_comment, which makes room for it, then rendered and its event recorded."""
     comment = store.one(conn, store.add_comment(conn, replace(post, date_added=None)))

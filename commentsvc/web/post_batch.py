@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from commentsvc.storage import group_commit, posting, prepared, renders, store
+from commentsvc.storage import group_commit, posting, prepared, store
 from commentsvc.storage.engine import get_engine, hung, writing
 from commentsvc.web import auth, idempotency
 from commentsvc.web.exceptions import APIError, PermissionDenied
@@ -158,8 +158,7 @@ def _write(service: CommentService, batch: list[PostRequest]
                 outcomes[i] = exc
                 continue
             accepted.append((i, post_or_refusal))
-        comments = posting.write_batch(conn, facts, [new for _, new in accepted],
-                                       renders.for_settings(settings))
+        comments = posting.write_batch(conn, facts, [new for _, new in accepted], settings)
         for (i, _), comment in zip(accepted, comments, strict=True):
             post = batch[i]
             location = post.locate(comment.id)
