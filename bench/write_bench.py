@@ -83,8 +83,10 @@ class Client:
 class Writers:
     """The write mix of every client, and what it wrote (for the checks afterwards)."""
 
-    def __init__(self, base: str, tokens: dict[int, str], targets: list, marker: str):
+    def __init__(self, base: str, tokens: dict[int, str], targets: list, marker: str,
+                 replies: float = 0.2, deletes: float = 0.1):
         self.base, self.tokens, self.targets, self.marker = base, tokens, targets, marker
+        self.replies, self.deletes = replies, deletes
         self.roots: list[tuple[str, int, int]] = []  # comments replies can answer
         self.created: list[int] = []
         self.deleted: list[int] = []
@@ -98,17 +100,19 @@ class Writers:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             roll = rng.random()
-            if roll < 0.1 and mine:
+            if roll < self.deletes and mine:
                 comment_id = mine.pop(rng.randrange(len(mine)))
                 status, elapsed, _ = client.send("DELETE", f"{LIST}{comment_id}/")
                 with self.lock:
                     answers.append(("delete", status, elapsed))
                     if status == 204:
                         self.deleted.append(comment_id)
+                        self.roots = [root for root in self.roots if root[2] != comment_id]
                 continue
             body = {"body": f"{self.marker} {uuid.uuid4().hex}"}
             with self.lock:
-                parent = rng.choice(self.roots) if self.roots and roll < 0.3 else None
+                parent = (rng.choice(self.roots) if self.roots
+                          and roll < self.deletes + self.replies else None)
             if parent is not None:
                 body["content_type"], body["object_id"], body["parent"] = parent
             else:
@@ -172,13 +176,14 @@ def summary(answers: list[tuple[str, int, float]], seconds: float) -> dict:
 
 
 @contextmanager
-def service(root: Path, database_url: str):
-    """gunicorn serving the checkout ``root`` (its gunicorn.conf.py, 2 workers)."""
+def service(root: Path, database_url: str, workers: int = 2):
+    """gunicorn serving the checkout ``root`` (its gunicorn.conf.py, ``workers`` workers)."""
     port = free_port()
     log = open(os.devnull, "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         [GUNICORN, "--config", str(root / "gunicorn.conf.py"), "--bind",
-         f"127.0.0.1:{port}", "--workers", "2", "--log-level", "warning", "wsgi:app"],
+         f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning",
+         "wsgi:app"],
         cwd=root, stdout=log, stderr=log,
         env={**os.environ, "DATABASE_URL": database_url, "COMMENTSVC_POST_RATE_LIMIT": "",
              "PYTHONPATH": str(root)})
@@ -214,8 +219,8 @@ def measure(root: Path, database_url: str, args: argparse.Namespace) -> dict:
     tokens = dict(community.tokens)
     marker = uuid.uuid4().hex[:10]
     results: dict = {"writes": {}}
-    with service(root, database_url) as base:
-        writers = Writers(base, tokens, community.targets, marker)
+    with service(root, database_url, args.workers) as base:
+        writers = Writers(base, tokens, community.targets, marker, args.replies, args.deletes)
         for clients in args.clients:
             results["writes"][clients] = summary(writers.run(clients, args.duration),
                                                  args.duration)
@@ -341,6 +346,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8)
     parser.add_argument("--comments", type=int, default=100_000)
     parser.add_argument("--clients", default="1,2,4,8,16")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--replies", type=float, default=0.2, help="share of replies")
+    parser.add_argument("--deletes", type=float, default=0.1, help="share of deletes")
     parser.add_argument("--before", type=Path, help="another checkout, measured first")
     parser.add_argument("--chart", type=Path, help="draw the figures into this PNG")
     parser.add_argument("--json", type=Path, default=RESULTS)

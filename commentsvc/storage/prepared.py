@@ -5,7 +5,7 @@ whole, the server parses and plans each one again every time, which costs more t
 running it. Prepared on each connection the first time that connection runs it, each is
 then only executed. A server or pooler that keeps no prepared statements (PgBouncer in
 transaction mode) answers the first execution that misses its statement with an error:
-that transaction is lost (web.post_batch runs its batch once more) and this process
+that transaction is lost (web.write_batches runs its batch once more) and this process
 sends the statements whole from then on, as the list reads do (storage.counters).
 """
 

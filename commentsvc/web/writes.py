@@ -1,6 +1,6 @@
 """The three writes (post, mark read, delete), each in the writers' transaction with the
 comment's stored render and the write's event (web.rendering.keep_*, storage.posting for
-posts, which are written in batches: web.post_batch), and with its
+posts, which are written in batches: web.write_batches), and with its
 Idempotency-Key: a retry within the retention gets the first answer instead, and
 nothing is written twice (web.idempotency).
 
@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection
 
 from commentsvc.rules import permissions
 from commentsvc.storage import store
-from commentsvc.storage.engine import get_engine, writing
-from commentsvc.web import auth, browser_session, idempotency, post_batch
+from commentsvc.storage.engine import get_engine
+from commentsvc.web import auth, browser_session, idempotency, write_batches
 from commentsvc.web.exceptions import NotFound, PermissionDenied, ValidationFailed
 from commentsvc.web.rendering import (
     keep_deletion,
@@ -67,13 +67,13 @@ def fields_of(req: Request, viewer: auth.Viewer, service: CommentService) -> dic
 
 def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
     """Add a comment: fields checked first; then, in this process's next batch of posts
-    (web.post_batch), inside the writers' lock, its key looked up, its target and parent
+    (web.write_batches), inside the writers' lock, its key looked up, its target and parent
     checked and the user's posting limit taken; any refusal writes nothing."""
     raw = fields_of(req, viewer, service)
     key = idempotency.key_of(req, raw)
     fields = loaded(service.new_comment_schema, raw)
     write = idempotency.keyed(req, key, viewer.id, fields)
-    posted = post_batch.submit(service, post_batch.PostRequest(viewer, fields, write,
+    posted = write_batches.submit(service, write_batches.PostRequest(viewer, fields, write,
                                                                 locator()))
     service.reads.wrote(viewer.id)
     if posted.replay is not None:
@@ -86,28 +86,16 @@ def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
 def mark_read(req: Request, viewer: auth.Viewer, comment_id: int,
               service: CommentService) -> Written:
     """Set ``is_read``: only the owner of what was commented on may (staff for pages)."""
-    settings = service.settings
     raw = fields_of(req, viewer, service)
     key = idempotency.key_of(req, raw)
     is_read = loaded(service.read_flag_schema, raw)["is_read"]
     write = idempotency.keyed(req, key, viewer.id, {"is_read": is_read})
-    with writing(get_engine()) as conn:
-        replay = idempotency.find(conn, write, settings.idempotency_retention_hours)
-        if replay is None:
-            facts = existing(conn, comment_id)
-            if not permissions.can_mark_read(viewer, facts.content_type, facts.object_id):
-                raise PermissionDenied()
-            comment = one(conn, comment_id, service)
-            if store.set_read(conn, comment_id, is_read):
-                comment.is_read = is_read
-                keep_read_change(conn, comment, (facts.content_type, facts.object_id),
-                                 settings)
-            payload = shown(comment, settings, viewer)
-            idempotency.remember(conn, write, 200, payload, None, comment_id)
+    changed = write_batches.submit_change(
+        service, ReadMark(viewer, comment_id, is_read, write, service))
     service.reads.wrote(viewer.id)
-    if replay is not None:
-        return Written(None, replay.headers(), replay, write)
-    return Written(payload, None, None, write)
+    if changed.replay is not None:
+        return Written(None, changed.replay.headers(), changed.replay, write)
+    return Written(changed.result, None, None, write)
 
 
 def delete(req: Request, viewer: auth.Viewer, comment_id: int,
@@ -115,19 +103,70 @@ def delete(req: Request, viewer: auth.Viewer, comment_id: int,
     """Soft-delete: the author or staff only; its text goes, its place stays."""
     browser_session.checked_fields(req, viewer, {})  # the X-CSRFToken header
     write = idempotency.keyed(req, idempotency.key_of(req), viewer.id)
-    with writing(get_engine()) as conn:
-        replay = idempotency.find(conn, write, service.settings.idempotency_retention_hours)
-        if replay is None:
-            facts = existing(conn, comment_id)
-            if not permissions.can_delete(viewer, facts.author_id):
-                raise PermissionDenied()
-            if store.soft_delete(conn, comment_id):
-                keep_deletion(conn, one(conn, comment_id, service),
-                              (facts.content_type, facts.object_id), service.settings)
-            idempotency.forget_text(conn, [comment_id])
-            idempotency.remember(conn, write, 204, None, None, comment_id)
+    changed = write_batches.submit_change(
+        service, Deletion(viewer, comment_id, write, service))
     service.reads.wrote(viewer.id)
-    return Written(None, replay.headers() if replay else None, replay, write)
+    return Written(None, changed.replay.headers() if changed.replay else None,
+                   changed.replay, write)
+
+
+@dataclass(slots=True)
+class ReadMark:
+    """Marking a comment read or unread, as a batch applies it (write_batches.Change)."""
+
+    viewer: auth.Viewer
+    comment_id: int
+    is_read: bool
+    write: idempotency.Keyed | None
+    service: CommentService
+    facts: store.CommentFacts | None = None
+
+    def check(self, conn: Connection) -> None:
+        """404 without the comment; 403 unless the viewer owns what it is on."""
+        self.facts = existing(conn, self.comment_id)
+        if not permissions.can_mark_read(self.viewer, self.facts.content_type,
+                                         self.facts.object_id):
+            raise PermissionDenied()
+
+    def apply(self, conn: Connection) -> dict[str, Any]:
+        """The flag set (its stored render and event, when it changed); the answer."""
+        assert self.facts is not None
+        settings = self.service.settings
+        comment = one(conn, self.comment_id, self.service)
+        if store.set_read(conn, self.comment_id, self.is_read):
+            comment.is_read = self.is_read
+            keep_read_change(conn, comment, (self.facts.content_type, self.facts.object_id),
+                             settings)
+        payload = shown(comment, settings, self.viewer)
+        idempotency.remember(conn, self.write, 200, payload, None, self.comment_id)
+        return payload
+
+
+@dataclass(slots=True)
+class Deletion:
+    """Deleting a comment, as a batch applies it (write_batches.Change)."""
+
+    viewer: auth.Viewer
+    comment_id: int
+    write: idempotency.Keyed | None
+    service: CommentService
+    facts: store.CommentFacts | None = None
+
+    def check(self, conn: Connection) -> None:
+        """404 without the comment; 403 unless the viewer wrote it or is staff."""
+        self.facts = existing(conn, self.comment_id)
+        if not permissions.can_delete(self.viewer, self.facts.author_id):
+            raise PermissionDenied()
+
+    def apply(self, conn: Connection) -> None:
+        """Its text gone from it, its events and the keyed answers showing it."""
+        assert self.facts is not None
+        if store.soft_delete(conn, self.comment_id):
+            keep_deletion(conn, one(conn, self.comment_id, self.service),
+                          (self.facts.content_type, self.facts.object_id),
+                          self.service.settings)
+        idempotency.forget_text(conn, [self.comment_id])
+        idempotency.remember(conn, self.write, 204, None, None, self.comment_id)
 
 
 def one(conn: Connection, comment_id: int, service: CommentService) -> store.Comment:

@@ -1,4 +1,4 @@
-"""Posts written in batches (web.post_batch, storage.posting.write_batch): each post of a
+"""Posts written in batches (web.write_batches, storage.posting.write_batch): each post of a
 batch meets the rules it would meet alone and is refused alone, the rest are written
 together with exact positions, events in commit order, and keyed answers."""
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from commentsvc.storage import engine as db
 from commentsvc.storage import posting, prepared, store
-from commentsvc.web import auth, current, idempotency, post_batch
+from commentsvc.web import auth, current, idempotency, write_batches
 from commentsvc.web.exceptions import PermissionDenied, ValidationFailed
 from commentsvc.web.rendering import locator
 from conftest import Community, make_app
@@ -31,13 +31,13 @@ def request_of(viewer, key=None, **fields):
     if key is not None:
         write = idempotency.Keyed(viewer.id, key, "POST", URL,
                                   idempotency.request_digest("POST", URL, loaded))
-    return post_batch.PostRequest(viewer, loaded, write, locator())
+    return write_batches.PostRequest(viewer, loaded, write, locator())
 
 
 def write_batch(app, requests_of):
     """``requests_of()`` written as one batch, in a request of the app."""
     with app.test_request_context(URL, base_url="https://comments.example"):
-        return post_batch.write(current.service(), requests_of())
+        return write_batches.write(current.service(), requests_of())
 
 
 def events_of(app) -> list[tuple[int, str, int]]:
@@ -57,7 +57,7 @@ def test_one_batch_writes_each_post_or_refuses_it_alone(app, community):
         request_of(auth.Viewer(77)),  # a host's user the service has no name for
         request_of(BOB, content_type="users.user", object_id=1, body="on ann's profile"),
     ])
-    written = [o for o in outcomes if isinstance(o, post_batch.Posted)]
+    written = [o for o in outcomes if isinstance(o, write_batches.Posted)]
     assert [o.comment.body for o in written] == [
         "a new root", "a reply", "a reply to a reply", "on ann's profile"]
     ids = [o.comment.id for o in written]
@@ -66,7 +66,7 @@ def test_one_batch_writes_each_post_or_refuses_it_alone(app, community):
     assert written[1].comment.username == "bob" and written[1].comment.avatar == "bob.png"
     assert all(o.location == f"https://comments.example/api/comments/{o.comment.id}/"
                for o in written)
-    refusals = [o for o in outcomes if not isinstance(o, post_batch.Posted)]
+    refusals = [o for o in outcomes if not isinstance(o, write_batches.Posted)]
     assert [type(o) for o in refusals] == [ValidationFailed] * 3 + [PermissionDenied]
     assert refusals[0].detail == {"object_id": ['Invalid pk "99" - object does not exist.']}
     assert refusals[1].detail == {"parent": ["A deleted comment cannot be replied to."]}
@@ -90,8 +90,8 @@ def test_a_batch_of_posts_lists_them_newest_first_on_top(app, client, community)
 def test_a_key_sent_twice_in_one_batch_is_written_once(app, community):
     outcomes = write_batch(app, lambda: [request_of(ANN, key="k1", body="once"),
                                          request_of(ANN, key="k1", body="once")])
-    assert isinstance(outcomes[0], post_batch.Posted) and outcomes[0].replay is None
-    assert outcomes[1] is post_batch.TRY_AGAIN
+    assert isinstance(outcomes[0], write_batches.Posted) and outcomes[0].replay is None
+    assert outcomes[1] is write_batches.TRY_AGAIN
     # its next batch finds the first one's answer
     again = write_batch(app, lambda: [request_of(ANN, key="k1", body="once")])[0]
     assert again.replay is not None
@@ -106,7 +106,7 @@ def test_a_key_used_for_another_post_is_refused_alone(app, community):
     outcomes = write_batch(app, lambda: [request_of(ANN, key="k2", body="other"),
                                          request_of(BOB, body="fine")])
     assert isinstance(outcomes[0], idempotency.KeyReused)
-    assert isinstance(outcomes[1], post_batch.Posted)
+    assert isinstance(outcomes[1], write_batches.Posted)
 
 
 def test_a_batch_refused_for_one_post_is_written_post_by_post(app, community, monkeypatch):
@@ -123,9 +123,9 @@ def test_a_batch_refused_for_one_post_is_written_post_by_post(app, community, mo
     outcomes = write_batch(app, lambda: [request_of(ANN, body="before"),
                                          request_of(BOB, key="taken", body="unlucky"),
                                          request_of(ANN, key="fine", body="after")])
-    assert isinstance(outcomes[0], post_batch.Posted)
+    assert isinstance(outcomes[0], write_batches.Posted)
     assert isinstance(outcomes[1], idempotency.KeyInUse)
-    assert isinstance(outcomes[2], post_batch.Posted)
+    assert isinstance(outcomes[2], write_batches.Posted)
     with app.app_context(), db.get_engine().connect() as conn:
         bodies = conn.execute(sa.text("SELECT body FROM commentsvc_comment "
                                       "WHERE id > 103 ORDER BY id")).scalars().all()
@@ -142,7 +142,7 @@ def test_a_clock_behind_the_newest_comment_places_posts_below_it(app, client, co
             "comics.comicpage", 10, 1, "from the future", date_added=ahead))
     outcomes = write_batch(app, lambda: [request_of(ANN, body="now 1"),
                                          request_of(BOB, body="now 2")])
-    assert all(isinstance(o, post_batch.Posted) for o in outcomes)
+    assert all(isinstance(o, write_batches.Posted) for o in outcomes)
     page = client.get(URL + "?content_type=comics.comicpage&object_id=10").get_json()
     assert [c["id"] for c in page["results"][:3]] == [
         future, outcomes[1].comment.id, outcomes[0].comment.id]
