@@ -324,8 +324,8 @@ def chart(report: dict, path: Path) -> None:
                   label=label)
         p99.plot(clients, [v["p99_ms"] for v in results["writes"].values()], "o-",
                  label=label)
-    rate.axhline(1000, color="grey", linestyle=":", linewidth=1)
-    p99.axhline(25, color="grey", linestyle=":", linewidth=1)
+    rate.axhline(1000, color="grey", linestyle=":", linewidth=1, label="goal: 1,000")
+    p99.axhline(25, color="grey", linestyle=":", linewidth=1, label="goal: 25 ms")
     for axes, title in ((rate, "writes a second (posts, replies, deletes)"),
                         (p99, "p99 latency (ms)")):
         axes.set_xscale("log", base=2)

@@ -196,7 +196,8 @@ def _place(conn: Connection, column: str, size: int, scope: dict[str, Any],
 
 @dataclass(frozen=True, slots=True)
 class CommentFacts:
-    """What deciding about one comment needs: where it is, whose it is, its state."""
+    """What deciding about one comment needs (where it is, whose it is, its state), and
+    what its stored render shows."""
 
     id: int
     content_type: str
@@ -204,34 +205,54 @@ class CommentFacts:
     parent_id: int | None
     author_id: int
     is_deleted: bool
+    username: str
+    avatar: str | None
+    date_added: datetime
+    is_anonymous: bool
+    is_read: bool
+
+    def deleted(self) -> Comment:
+        """The comment as it shows once deleted (no text), for its stored render."""
+        return Comment(self.id, self.parent_id, self.author_id, self.username, self.avatar,
+                       "", self.date_added, True, self.is_anonymous, self.is_read)
 
 
 def facts(conn: Connection, comment_id: int) -> CommentFacts | None:
-    """The comment's target, thread, author and deleted flag; None if there is none."""
+    """The comment's target, thread, author, state and shown fields; None if there is none."""
     row = conn.execute(writes.COMMENT_FACTS, {"id": comment_id}).first()
     return CommentFacts(row.id, row.content_type, row.object_id, row.parent_id,
-                        row.author_id, bool(row.is_deleted)) if row else None
+                        row.author_id, bool(row.is_deleted), row.username, row.avatar,
+                        row.date_added, bool(row.is_anonymous), bool(row.is_read)
+                        ) if row else None
 
 
-def soft_delete(conn: Connection, comment_id: int) -> bool:
+def soft_delete(conn: Connection, comment_id: int,
+                target: tuple[str, int] | None = None) -> bool:
     """Mark a comment deleted and remove its text (body ""); False if already deleted.
 
     It keeps its place and its replies, so no position moves; its lists' versions go up.
+    ``target`` (content type, object id), when the caller knows it, spares reading it.
     """
-    return _change(conn, comment_id, writes.SOFT_DELETE, {"id": comment_id})
+    return _change(conn, comment_id, writes.SOFT_DELETE, {"id": comment_id}, target)
 
 
-def set_read(conn: Connection, comment_id: int, is_read: bool = True) -> bool:
+def set_read(conn: Connection, comment_id: int, is_read: bool = True,
+             target: tuple[str, int] | None = None) -> bool:
     """Set a comment's read flag; False if it already had that value."""
-    return _change(conn, comment_id, writes.SET_READ, {"id": comment_id, "is_read": is_read})
+    return _change(conn, comment_id, writes.SET_READ, {"id": comment_id, "is_read": is_read},
+                   target)
 
 
 def _change(conn: Connection, comment_id: int, statement: TextClause,
-            params: dict[str, Any]) -> bool:
+            params: dict[str, Any], target: tuple[str, int] | None) -> bool:
     """Run an in-place change of one comment and bump the versions of its three lists."""
-    target = conn.execute(writes.COMMENT_TARGET, {"id": comment_id}).first()
-    if target is None or conn.execute(statement, params).rowcount == 0:
+    if target is None:
+        row = conn.execute(writes.COMMENT_TARGET, {"id": comment_id}).first()
+        if row is None:
+            return False
+        target = (row.content_type, row.object_id)
+    if conn.execute(statement, params).rowcount == 0:
         return False
-    keys = [c.key for c in lists_of(target.content_type, target.object_id)]
+    keys = [c.key for c in lists_of(*target)]
     conn.execute(writes.BUMP_VERSIONS, {"list_keys": keys})
     return True

@@ -133,10 +133,10 @@ class ReadMark:
         assert self.facts is not None
         settings = self.service.settings
         comment = one(conn, self.comment_id, self.service)
-        if store.set_read(conn, self.comment_id, self.is_read):
+        target = (self.facts.content_type, self.facts.object_id)
+        if store.set_read(conn, self.comment_id, self.is_read, target):
             comment.is_read = self.is_read
-            keep_read_change(conn, comment, (self.facts.content_type, self.facts.object_id),
-                             settings)
+            keep_read_change(conn, comment, target, settings)
         payload = shown(comment, settings, self.viewer)
         idempotency.remember(conn, self.write, 200, payload, None, self.comment_id)
         return payload
@@ -161,10 +161,9 @@ class Deletion:
     def apply(self, conn: Connection) -> None:
         """Its text gone from it, its events and the keyed answers showing it."""
         assert self.facts is not None
-        if store.soft_delete(conn, self.comment_id):
-            keep_deletion(conn, one(conn, self.comment_id, self.service),
-                          (self.facts.content_type, self.facts.object_id),
-                          self.service.settings)
+        target = (self.facts.content_type, self.facts.object_id)
+        if store.soft_delete(conn, self.comment_id, target):
+            keep_deletion(conn, self.facts.deleted(), target, self.service.settings)
         idempotency.forget_text(conn, [self.comment_id])
         idempotency.remember(conn, self.write, 204, None, None, self.comment_id)
 
