@@ -17,7 +17,7 @@ class Refused(Exception):
 
 def test_a_write_alone_is_a_batch_of_one():
     batches = []
-    commits = GroupCommit(lambda items: batches.append(list(items)) or [i * 2 for i in items])
+    commits = GroupCommit(lambda take: batches.append(take()) or [i * 2 for i in take()])
     assert commits.submit(21) == 42
     assert commits.submit(5) == 10
     assert batches == [[21], [5]]
@@ -29,7 +29,8 @@ def test_writes_that_arrive_during_a_batch_are_written_together_next():
     batches: list[list[int]] = []
     first_started, release = threading.Event(), threading.Event()
 
-    def write(items):
+    def write(take):
+        items = take()
         batches.append(list(items))
         if items == [0]:
             first_started.set()
@@ -60,8 +61,8 @@ def test_writes_that_arrive_during_a_batch_are_written_together_next():
 
 
 def test_a_refused_write_fails_alone():
-    def write(items):
-        return [Refused(i) if i % 2 else i for i in items]
+    def write(take):
+        return [Refused(i) if i % 2 else i for i in take()]
 
     commits = GroupCommit(write)
     assert commits.submit(2) == 2
@@ -73,7 +74,8 @@ def test_a_failing_batch_fails_every_write_in_it_and_the_next_batch_runs():
     gate, started = threading.Event(), threading.Event()
     calls = []
 
-    def write(items):
+    def write(take):
+        items = take()
         calls.append(list(items))
         if items == ["first"]:
             started.set()
@@ -113,7 +115,8 @@ def test_no_batch_is_larger_than_the_limit():
     batches: list[int] = []
     gate, started = threading.Event(), threading.Event()
 
-    def write(items):
+    def write(take):
+        items = take()
         batches.append(len(items))
         if not started.is_set():
             started.set()
@@ -135,13 +138,13 @@ def test_no_batch_is_larger_than_the_limit():
 
 
 def test_a_writer_giving_too_few_outcomes_fails_the_batch_rather_than_guessing():
-    commits = GroupCommit(lambda items: [])
+    commits = GroupCommit(lambda take: [])
     with pytest.raises(BatchInterrupted):
         commits.submit("x")
 
 
 def test_many_threads_each_get_their_own_result():
-    commits = GroupCommit(lambda items: [i * i for i in items])
+    commits = GroupCommit(lambda take: [i * i for i in take()])
     results: dict[int, int] = {}
     lock = threading.Lock()
 
@@ -156,3 +159,37 @@ def test_many_threads_each_get_their_own_result():
     for thread in threads:
         thread.join(10)
     assert results == {n: n * n for n in range(200)}
+
+
+def test_writes_that_arrive_before_the_leader_takes_its_batch_join_it():
+    """A leader takes its batch only when it is ready (a writer, once it holds the lock):
+    the writes queued while it waited are in that batch, not the next."""
+    batches: list[list[int]] = []
+    ready = threading.Event()
+
+    def write(take):
+        ready.wait(5)  # waiting for the lock, as it were
+        items = take()
+        batches.append(list(items))
+        return list(items)
+
+    commits = GroupCommit(write)
+    threads = [threading.Thread(target=commits.submit, args=(n,)) for n in range(4)]
+    threads[0].start()
+    while not commits._busy:
+        time.sleep(0.01)
+    for thread in threads[1:]:
+        thread.start()
+    while len(commits._waiting) < 4:
+        time.sleep(0.01)
+    ready.set()
+    for thread in threads:
+        thread.join(5)
+    assert batches == [[0, 1, 2, 3]]
+
+
+def test_a_writer_that_fails_before_it_takes_fails_the_writes_waiting():
+    commits = GroupCommit(lambda take: (_ for _ in ()).throw(Refused("no lock")))
+    with pytest.raises(Refused):
+        commits.submit("x")
+    assert commits._waiting == [] and not commits._busy

@@ -37,7 +37,8 @@ def request_of(viewer, key=None, **fields):
 def write_batch(app, requests_of):
     """``requests_of()`` written as one batch, in a request of the app."""
     with app.test_request_context(URL, base_url="https://comments.example"):
-        return write_batches.write(current.service(), requests_of())
+        requests = requests_of()
+        return write_batches.write(current.service(), lambda: requests)
 
 
 def events_of(app) -> list[tuple[int, str, int]]:

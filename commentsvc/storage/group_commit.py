@@ -2,10 +2,11 @@
 
 Every write takes the site's one writers' lock and holds it through its commit (list
 positions depend on every earlier comment), so the lock, not the machine, would set how
-many writes a second the site takes. Here the first write to arrive leads: it takes every
-write that is waiting, up to ``max_batch``, and runs them together in one transaction
-(one lock, a few statements for all of them, one commit). The writes that arrive
-meanwhile wait for the next batch, which the first of them leads. Alone, a write is a
+many writes a second the site takes. Here the first write to arrive leads: once its
+transaction holds the lock, it takes every write that is waiting by then (those that
+arrived while it waited for the lock included), up to ``max_batch``, and runs them
+together (one lock, a few statements for all of them, one commit). The writes that
+arrive later wait for the next batch, which the first of them leads. Alone, a write is a
 batch of one and waits for nobody.
 
 Each write gets its own outcome: a result, or the exception that refused it (a 400 for
@@ -49,10 +50,16 @@ class _Slot(Generic[T, R]):
 
 
 class GroupCommit(Generic[T, R]):
-    """Runs ``write(items) -> outcomes`` (one per item, in order) for batches of the items
-    handed to ``submit`` by concurrent threads; ``submit`` returns its item's outcome."""
+    """Runs batches of the items handed to ``submit`` by concurrent threads; ``submit``
+    returns its item's outcome.
 
-    def __init__(self, write: Callable[[list[T]], Sequence[Outcome[R]]],
+    ``write(take)`` writes one batch: it calls ``take()`` once, when it is ready to write
+    (a writer calls it once it holds the writers' lock, so the writes that arrived while
+    it waited for the lock join this batch), and returns one outcome per item ``take``
+    gave, in order.
+    """
+
+    def __init__(self, write: Callable[[Callable[[], list[T]]], Sequence[Outcome[R]]],
                  max_batch: int = 64) -> None:
         self._write = write
         self._max_batch = max_batch
@@ -77,19 +84,27 @@ class GroupCommit(Generic[T, R]):
     def _lead(self) -> None:
         """Write the batch at the head of the queue (this thread's write comes first),
         then hand the lead to the first write still waiting, if any."""
-        with self._mutex:
-            batch = self._waiting[:self._max_batch]
-            del self._waiting[:self._max_batch]
+        batch: list[_Slot[T, R]] = []
+
+        def take() -> list[T]:
+            if not batch:
+                with self._mutex:
+                    batch.extend(self._waiting[:self._max_batch])
+                    del self._waiting[:self._max_batch]
+            return [slot.item for slot in batch]
+
         try:
-            outcomes = self._write([slot.item for slot in batch])
-            if len(outcomes) != len(batch):
+            outcomes = self._write(take)
+            if len(outcomes) != len(batch) or not batch:
                 raise BatchInterrupted(f"{len(outcomes)} outcomes for {len(batch)} writes")
             for slot, outcome in zip(batch, outcomes, strict=True):
                 slot.outcome = outcome
         except Exception as exc:  # the batch's own failure is every member's
+            take()
             for slot in batch:
                 slot.outcome = exc
         finally:
+            take()  # (already taken, unless the writer stopped before it took)
             with self._mutex:
                 successor = self._waiting[0] if self._waiting else None
                 if successor is None:

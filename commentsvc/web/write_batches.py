@@ -116,23 +116,25 @@ def _submit(service: CommentService, item: Item) -> Posted | Changed:
             batches = _batches.get(service)
             if batches is None:
                 batches = _batches[service] = group_commit.GroupCommit(
-                    lambda batch: write(service, batch), MAX_BATCH)
+                    lambda take: write(service, take), MAX_BATCH)
     while True:
         outcome = batches.submit(item)
         if not isinstance(outcome, _TryAgain):
             return outcome
 
 
-def write(service: CommentService, batch: list[Item]) -> Sequence[Outcome]:
-    """The batch in one transaction. A batch that met a connection without its prepared
-    statements runs once more, the statements sent whole (storage.prepared). Should the
-    database or a check refuse the whole batch for something one post did (not an outage,
-    which is every write's), each write runs alone, so only that write fails."""
+def write(service: CommentService, take: Callable[[], list[Item]]) -> Sequence[Outcome]:
+    """A batch in one transaction: ``take()`` gives its writes once the transaction holds
+    the writers' lock. A batch that met a connection without its prepared statements runs
+    once more, the statements sent whole (storage.prepared). Should the database or a
+    check refuse the whole batch for something one write did (not an outage, which is
+    every write's), each write runs alone, so only that write fails."""
     try:
-        return _write(service, batch)
+        return _write(service, take)
     except (DBAPIError, APIError) as exc:
+        batch = take()
         if isinstance(exc, DBAPIError) and prepared.gone(exc):
-            return write(service, batch)
+            return write(service, lambda: batch)
         if len(batch) == 1 or _outage(exc):
             raise
     return [_alone(service, item) for item in batch]
@@ -146,15 +148,16 @@ def _outage(exc: Exception) -> bool:
 
 def _alone(service: CommentService, item: Item) -> Outcome:
     try:
-        return _write(service, [item])[0]
+        return _write(service, lambda: [item])[0]
     except Exception as exc:  # this write's own failure
         return exc
 
 
-def _write(service: CommentService, batch: list[Item]) -> list[Outcome]:
+def _write(service: CommentService, take: Callable[[], list[Item]]) -> list[Outcome]:
     settings = service.settings
-    outcomes: list[Outcome | None] = [None] * len(batch)
     with writing(get_engine()) as conn:
+        batch = take()
+        outcomes: list[Outcome | None] = [None] * len(batch)
         keys: set[tuple[int, str]] = set()
         for i, item in enumerate(batch):
             if item.write is None:
