@@ -172,6 +172,9 @@ def summary(answers: list[tuple[str, int, float]], seconds: float) -> dict:
         "p50_ms": round(statistics.median(times), 2),
         "p99_ms": round(times[max(0, int(len(times) * 0.99) - 1)], 2),
         "errors": len(answers) - len(ok),
+        "error_statuses": {str(status): sum(1 for _, s, _ in answers if s == status)
+                           for status in sorted({s for _, s, _ in answers})
+                           if status not in (200, 201, 204)},
     }
 
 
