@@ -182,7 +182,7 @@ def forget_text(conn: Connection, comment_ids: Collection[int]) -> int:
         if not row.body:
             continue
         payload = orjson.loads(row.body)
-        if _blank(payload, ids):
+        if blank(payload, ids):
             conn.execute(sql.REWRITE_ANSWER, {"body": orjson.dumps(payload).decode("utf-8"),
                                               "user_id": row.user_id,
                                               "idem_key": row.idem_key})
@@ -201,7 +201,7 @@ def forget_user(conn: Connection, user_id: int) -> int:
     return conn.execute(sql.DROP_KEYS_SHOWING_USER, {"user_id": user_id}).rowcount
 
 
-def _blank(shown: Any, ids: set[int]) -> bool:
+def blank(shown: Any, ids: set[int]) -> bool:
     """Show every comment of ``ids`` inside ``shown`` as deleted; whether any was."""
     changed = False
     if isinstance(shown, dict):
@@ -209,10 +209,10 @@ def _blank(shown: Any, ids: set[int]) -> bool:
             changed = shown.get("body") != "" or shown.get("is_deleted") is not True
             shown.update(body="", is_deleted=True)
         for value in shown.values():
-            changed = _blank(value, ids) or changed
+            changed = blank(value, ids) or changed
     elif isinstance(shown, list):
         for value in shown:
-            changed = _blank(value, ids) or changed
+            changed = blank(value, ids) or changed
     return changed
 
 

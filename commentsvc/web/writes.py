@@ -19,10 +19,10 @@ from sqlalchemy.engine import Connection
 from commentsvc.rules import permissions
 from commentsvc.storage import store
 from commentsvc.storage.engine import get_engine
-from commentsvc.web import auth, browser_session, idempotency, write_batches
+from commentsvc.web import browser_session, idempotency, write_batches
+from commentsvc.web.deletion import Deletion
 from commentsvc.web.exceptions import NotFound, PermissionDenied, ValidationFailed
 from commentsvc.web.rendering import (
-    keep_deletion,
     keep_read_change,
     locator,
     shown,
@@ -30,6 +30,7 @@ from commentsvc.web.rendering import (
 
 if TYPE_CHECKING:
     from commentsvc.service import CommentService
+    from commentsvc.web import auth
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +105,7 @@ def delete(req: Request, viewer: auth.Viewer, comment_id: int,
     browser_session.checked_fields(req, viewer, {})  # the X-CSRFToken header
     write = idempotency.keyed(req, idempotency.key_of(req), viewer.id)
     changed = write_batches.submit_change(
-        service, Deletion(viewer, comment_id, write, service))
+        service, Deletion(viewer, comment_id, write, service.settings))
     service.reads.wrote(viewer.id)
     return Written(None, changed.replay.headers() if changed.replay else None,
                    changed.replay, write)
@@ -140,32 +141,6 @@ class ReadMark:
         payload = shown(comment, settings, self.viewer)
         idempotency.remember(conn, self.write, 200, payload, None, self.comment_id)
         return payload
-
-
-@dataclass(slots=True)
-class Deletion:
-    """Deleting a comment, as a batch applies it (write_batches.Change)."""
-
-    viewer: auth.Viewer
-    comment_id: int
-    write: idempotency.Keyed | None
-    service: CommentService
-    facts: store.CommentFacts | None = None
-
-    def check(self, conn: Connection) -> None:
-        """404 without the comment; 403 unless the viewer wrote it or is staff."""
-        self.facts = existing(conn, self.comment_id)
-        if not permissions.can_delete(self.viewer, self.facts.author_id):
-            raise PermissionDenied()
-
-    def apply(self, conn: Connection) -> None:
-        """Its text gone from it, its events and the keyed answers showing it."""
-        assert self.facts is not None
-        target = (self.facts.content_type, self.facts.object_id)
-        if store.soft_delete(conn, self.comment_id, target):
-            keep_deletion(conn, self.facts.deleted(), target, self.service.settings)
-        idempotency.forget_text(conn, [self.comment_id])
-        idempotency.remember(conn, self.write, 204, None, None, self.comment_id)
 
 
 def one(conn: Connection, comment_id: int, service: CommentService) -> store.Comment:
