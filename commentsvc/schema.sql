@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS commentsvc_list_count (
 );
 
 -- The first answer of each write sent with an Idempotency-Key, per user, so that a retry
--- gets that answer instead of writing again. Written in the write's own transaction; kept
+-- gets that answer instead of writing again. Written in the write's transaction; kept
 -- IDEMPOTENCY_RETENTION_HOURS, then purged. No foreign keys: a key outlives nothing it
 -- names, and must never stop a user or comment from being removed.
 CREATE TABLE IF NOT EXISTS commentsvc_idempotency_key (
@@ -102,7 +102,7 @@ CREATE INDEX IF NOT EXISTS commentsvc_idempotency_key_comment
     ON commentsvc_idempotency_key (comment_id);
 
 -- Events (docs/EVENTS.md): one row per committed write a host site may want to hear of,
--- written in that write's own transaction (a transactional outbox), so an event exists
+-- written in that write's transaction (a transactional outbox), so an event exists
 -- if and only if its write committed. Writers take turns (the writers' lock), so ids rise
 -- in commit order and a deliverer that has sent every id up to N has missed none. The
 -- payload is the JSON body sent, with the comment's text removed once it is deleted or

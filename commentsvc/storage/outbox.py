@@ -1,4 +1,4 @@
-"""The events outbox: each write records its event in its own transaction, so an event
+"""The events outbox: each write records its event in the write's transaction, so an event
 exists if and only if its write committed (docs/EVENTS.md). The deliverer
 (operations.deliverer) sends them on; nothing here waits for a receiver.
 

@@ -2,7 +2,7 @@
 
 A client whose write got no answer (a connection reset) or a 503 cannot know whether it
 was stored, and retrying blindly may store it twice. Sent with ``Idempotency-Key``, a
-write keeps the key and its answer in its own transaction, so the key exists exactly when
+write keeps the key and its answer in the write's transaction, so the key exists exactly when
 the write committed. A retry looks the key up inside the writers' lock, that is after the
 first attempt has committed or rolled back: found, it gets the stored answer verbatim
 (plus ``Idempotent-Replayed: true``) and nothing is written; not found, it writes.
@@ -218,7 +218,7 @@ def blank(shown: Any, ids: set[int]) -> bool:
 
 def remember(conn: Connection, write: Keyed | None, status: int, payload: Any,
              location: str | None = None, comment_id: int | None = None) -> None:
-    """Keep the answer of this write with its key, in the write's own transaction.
+    """Keep the answer of this write with its key, in the write's transaction.
 
     The body is stored as the JSON the first answer carried, and replayed verbatim. Two
     attempts cannot both get here (the writers' lock orders them and the second finds the
