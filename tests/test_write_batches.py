@@ -194,30 +194,52 @@ def test_posts_at_once_are_batched_and_every_list_stays_exact(app, community, mo
     assert [comment for _, _, comment in events_of(app)] == comment_ids
 
 
+def _lose_prepared_statements(app) -> None:
+    """Every pooled connection forgets what it prepared; their pool records still say
+    prepared (as behind a pooler that hands another session)."""
+    with app.app_context():
+        engine = db.get_engine()
+        held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
+        for connection in held:
+            with connection.cursor() as cursor:
+                cursor.execute("DEALLOCATE ALL")
+            connection.commit()
+        for connection in held:
+            connection.close()
+
+
 def test_a_connection_that_lost_its_prepared_statements_still_writes(postgres_url):
     """A pooler may hand a session that no longer has what this connection prepared: the
     batch runs again with its statements sent whole, from then on."""
     app = make_app(postgres_url)
     try:
-        people = Community(app)
-        client = app.test_client()
-        assert client.post(URL, json={**PAGE, "parent": 100, "body": "prepared"},
-                           headers=people.auth("ann")).status_code == 201
-        with app.app_context():
-            engine = db.get_engine()
-            held = [engine.raw_connection() for _ in range(engine.pool.checkedin() or 1)]
-            for connection in held:
-                with connection.cursor() as cursor:
-                    cursor.execute("DEALLOCATE ALL")  # their pool records still say prepared
-                connection.commit()
-            for connection in held:
-                connection.close()
-        response = client.post(URL, json={**PAGE, "parent": 100, "body": "sent whole"},
-                               headers=people.auth("ann"))
-        assert response.status_code == 201
+        Community(app)
+        assert isinstance(write_batch(app, lambda: [request_of(ANN, body="prepared")])[0],
+                          write_batches.Posted)
+        _lose_prepared_statements(app)
+        outcome = write_batch(app, lambda: [request_of(ANN, body="sent whole")])[0]
+        assert isinstance(outcome, write_batches.Posted)
         assert prepared._Switch.enabled is False
         with app.app_context(), db.get_engine().connect() as conn:
             assert_positions_exact(conn)
+    finally:
+        prepared._Switch.enabled = True
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres_url):
+    """The same for the sign-in read every signed-in request makes (posts only here: a
+    list read would take a pooled connection for its own kept one)."""
+    app = make_app(postgres_url)
+    try:
+        people = Community(app)
+        client = app.test_client()
+        body = {**PAGE, "parent": 100, "body": "signed in"}
+        assert client.post(URL, json=body, headers=people.auth("ann")).status_code == 201
+        _lose_prepared_statements(app)
+        assert client.post(URL, json=body, headers=people.auth("ann")).status_code == 201
+        assert prepared._Switch.enabled is False
     finally:
         prepared._Switch.enabled = True
         with app.app_context():

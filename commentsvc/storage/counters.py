@@ -1,7 +1,6 @@
-"""The reads every request needs, each in a single round trip: a list's counter row (a
-cached page or a 304 depends on nothing else), a whole page in one statement (the
-counter row, the slice, the replies: queries.listing.page_read), and the user a sign-in
-key names (queries.auth.VIEWER_BY_DIGEST).
+"""The two reads every list request needs one of, each in a single round trip: a list's
+counter row (a cached page or a 304 depends on nothing else) and a whole page in one
+statement (the counter row, the slice, the replies: queries.listing.page_read).
 
 Both run over a connection of the service's own: the driver's connection in autocommit
 (no BEGIN, no ROLLBACK), kept open by this process (no pool checkout, no ping), each as a
@@ -31,7 +30,6 @@ from sqlalchemy.pool import PoolProxiedConnection
 from commentsvc.storage import outage
 from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.engine import read_snapshot
-from commentsvc.storage.queries.auth import EXECUTE_VIEWER, PREPARE_VIEWER, VIEWER_BY_DIGEST
 from commentsvc.storage.queries.listing import (
     EXECUTE_LIST_STATE,
     EXECUTE_PAGE_READ,
@@ -91,12 +89,6 @@ class ListStateReader:
         row = self._run(lambda cursor: self._fetch_state(cursor, list_key),
                         lambda conn: self._read_on(conn, list_key))
         return ListState(row[0], row[1]) if row else ListState(0, 0)
-
-    def read_viewer(self, digest: str) -> tuple[Any, ...] | None:
-        """The user a sign-in key's digest names: (id, is_staff, username, avatar), or
-        None when no such key is kept."""
-        return self._run(lambda cursor: self._fetch_viewer(cursor, digest),
-                         lambda conn: _viewer_on(conn, digest))
 
     def read_page(self, read: PageRead) -> tuple[ListState, list[tuple[Any, ...]]]:
         """A whole page in one statement (queries.listing.page_read): the list's state and
@@ -173,14 +165,6 @@ class ListStateReader:
         row: tuple[Any, ...] | None = cursor.fetchone()
         return row
 
-    def _fetch_viewer(self, cursor: Any, digest: str) -> tuple[Any, ...] | None:
-        if self.uses_prepared:
-            cursor.execute(EXECUTE_VIEWER, (digest,))
-        else:
-            cursor.execute(_plain_viewer_read(), {"digest": digest})
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
-
     def _fetch_page(self, cursor: Any, read: PageRead) -> list[tuple[Any, ...]]:
         if self.uses_prepared:
             cursor.execute(EXECUTE_PAGE_READ[read.kind], read.values())
@@ -208,7 +192,6 @@ class ListStateReader:
                 with dbapi_connection.cursor() as cursor:
                     cursor.execute(PREPARE_LIST_STATE)
                     cursor.execute(PREPARE_PAGE_READS)
-                    cursor.execute(PREPARE_VIEWER)
             except self._engine.dialect.loaded_dbapi.Error:
                 self.uses_prepared = False  # a server or pooler that will not prepare
         self._local.held = (os.getpid(), fairy)
@@ -250,18 +233,6 @@ def _plain_page_read(kind: str) -> str:
     """The page read of a list kind, not prepared: its :name parameters in psycopg2's
     %(name)s style (made once)."""
     return re.sub(r":([a-z_]+)\b", r"%(\1)s", page_read(kind, "postgresql"))
-
-
-@functools.cache
-def _plain_viewer_read() -> str:
-    """The viewer read, not prepared, in psycopg2's %(name)s style."""
-    return VIEWER_BY_DIGEST.element.text.replace(":digest", "%(digest)s")
-
-
-def _viewer_on(conn: Connection, digest: str) -> tuple[Any, ...] | None:
-    """The viewer read through SQLAlchemy (SQLite, or a kept connection that failed)."""
-    row = conn.execute(VIEWER_BY_DIGEST, {"digest": digest}).first()
-    return tuple(row) if row is not None else None
 
 
 _PAGE_STATEMENTS: dict[tuple[str, str], Any] = {}

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from commentsvc.storage.queries.posting import Prepared
+from commentsvc.storage.queries.prepared import Prepared
 
 # SQLSTATE of "prepared statement ... does not exist".
 UNDEFINED_PREPARED_STATEMENT = "26000"
@@ -55,3 +55,19 @@ def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[A
             prepared.clear()
         raise
     return list(result.all()) if result.returns_rows else []
+
+
+def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any | None:
+    """The first row of ``statement`` run alone on a pooled connection in autocommit (no
+    BEGIN, no ROLLBACK), or None. A connection that has lost its prepared statements only
+    switches this process to sending them whole, and the read runs again."""
+    for attempt in (1, 2):
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            try:
+                rows = run(conn, statement, params)
+            except DBAPIError as exc:
+                if attempt == 2 or not gone(exc):
+                    raise
+                continue
+        return rows[0] if rows else None
+    return None

@@ -13,11 +13,12 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from flask import Request
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
+from commentsvc.storage import prepared
 from commentsvc.storage.queries import auth as sql
 from commentsvc.web.exceptions import APIError, PermissionDenied
 
@@ -52,7 +53,7 @@ def new_key() -> str:
     return secrets.token_hex(20)
 
 
-def current_viewer(req: Request, reader: ViewerReader, loader: Callable[[], Any] | None,
+def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | None,
                    signed_cookie: tuple[str, str] | None = None) -> Viewer | None:
     """The user of ``Authorization: Token <key>``; without a Token header, the user of
     the sign-in cookie's (key digest, CSRF token), else the host's."""
@@ -64,27 +65,26 @@ def current_viewer(req: Request, reader: ViewerReader, loader: Callable[[], Any]
         if len(words) > 1:
             raise AuthenticationFailed(
                 "Invalid token header. Token string should not contain spaces.")
-        viewer = viewer_by_digest(reader, hash_key(words[0]))
+        viewer = viewer_by_digest(engine, hash_key(words[0]))
         if viewer is None:
             raise AuthenticationFailed()
         return viewer
     if signed_cookie is not None:
         digest, csrf_token = signed_cookie
-        return viewer_by_digest(reader, digest, csrf_token)  # a revoked key: nobody
+        return viewer_by_digest(engine, digest, csrf_token)  # a revoked key: nobody
     return _host_user(loader() if loader is not None else None)
 
 
-class ViewerReader(Protocol):
-    """Reads the user a key digest names (storage.counters.ListStateReader: a kept
-    connection and a prepared statement, as every signed-in request needs it)."""
-
-    def read_viewer(self, digest: str) -> tuple[Any, ...] | None: ...
-
-
-def viewer_by_digest(reader: ViewerReader, digest: str,
+def viewer_by_digest(engine: Engine, digest: str,
                      csrf_token: str | None = None) -> Viewer | None:
-    """The user a key (by its digest) signs in, or None when no such key is kept."""
-    row = reader.read_viewer(digest)
+    """The user a key (by its digest) signs in, or None when no such key is kept. On
+    PostgreSQL, as every signed-in request reads it: a statement each pooled connection
+    prepares once, run in autocommit (storage.prepared)."""
+    if engine.dialect.name == "postgresql":
+        row = prepared.read_one(engine, sql.VIEWER_PREPARED, {"digest": digest})
+    else:
+        with engine.connect() as conn:
+            row = conn.execute(sql.VIEWER_BY_DIGEST, {"digest": digest}).first()
     if row is None:
         return None
     user_id, is_staff, username, avatar = row

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flask import Request, Response, current_app, request, url_for
+from flask import Request, Response, current_app, request
 from marshmallow import Schema
 from sqlalchemy.engine import Connection
 
@@ -76,15 +76,10 @@ def _subject(comment: Comment, target: Target) -> events.Subject:
     return events.Subject(comment.id, target[0], target[1], comment.parent_id)
 
 
-def location_of(comment_id: int) -> str:
-    """The comment's own URL, for the Location of the post that made it."""
-    return url_for(DETAIL_ENDPOINT, comment_id=comment_id, _external=True)
-
-
 def locator() -> Callable[[int], str]:
-    """``location_of`` as this request would build it, callable from any thread (the
-    thread that writes a batch of posts builds each one's Location as its own request
-    names the service: host, scheme, mount point). Builds as ``url_for`` does."""
+    """A new comment's own URL (a post's Location) as this request names the service
+    (host, scheme, mount point), built as ``url_for`` builds it, by a function any thread
+    may call: the thread that writes a batch of posts builds each one's Location."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     adapter = app.create_url_adapter(request)
 

@@ -6,7 +6,7 @@ from flask import Request, current_app
 
 from commentsvc.settings import Settings
 from commentsvc.storage.engine import get_engine
-from commentsvc.web import auth, browser_session, current
+from commentsvc.web import auth, browser_session
 from commentsvc.web.exceptions import NotAuthenticated
 
 
@@ -20,8 +20,7 @@ def viewer_of(req: Request, settings: Settings, browser_sign_in: bool) -> auth.V
     cookie = browser_session.signed_cookie(req, current_app) if browser_sign_in else None
     if loader is None and cookie is None and "Authorization" not in req.headers:
         return None
-    reader = current.service().counter_readers.for_engine(get_engine())
-    return auth.current_viewer(req, reader, loader, cookie)
+    return auth.current_viewer(req, get_engine(), loader, cookie)
 
 
 def signed_in(req: Request, settings: Settings, browser_sign_in: bool) -> auth.Viewer:

@@ -129,10 +129,19 @@ def write(service: CommentService, take: Callable[[], list[Item]]) -> Sequence[O
     once more, the statements sent whole (storage.prepared). Should the database or a
     check refuse the whole batch for something one write did (not an outage, which is
     every write's), each write runs alone, so only that write fails."""
+    taken: list[list[Item]] = []
+
+    def take_once() -> list[Item]:
+        if not taken:
+            taken.append(take())
+        return taken[0]
+
     try:
-        return _write(service, take)
+        return _write(service, take_once)
     except (DBAPIError, APIError) as exc:
-        batch = take()
+        if not taken:  # before it held the lock (writes paused, the database away): every
+            raise      # write's, which group_commit gives to every write waiting
+        batch = taken[0]
         if isinstance(exc, DBAPIError) and prepared.gone(exc):
             return write(service, lambda: batch)
         if len(batch) == 1 or _outage(exc):

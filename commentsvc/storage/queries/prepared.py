@@ -1,0 +1,43 @@
+"""A statement in the forms storage.prepared runs it in (PostgreSQL)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A PostgreSQL statement in the three forms the batch writer runs it in: prepared
+    once on a connection (``prepare``), then executed by name (``execute``, psycopg2's
+    positional parameters, ``values``), or, where a server or pooler keeps no prepared
+    statements, sent whole (``plain``, psycopg2's named parameters). ``parameters`` are
+    the :name parameters of ``body`` with their types, in order."""
+
+    name: str
+    body: str
+    parameters: dict[str, str]
+
+    @property
+    def prepare(self) -> str:
+        numbered = self.body
+        for number, name in enumerate(self.parameters, start=1):
+            numbered = re.sub(rf":{name}\b", f"CAST(${number} AS {self.parameters[name]})",
+                              numbered)
+        return f"PREPARE {self.name} AS {numbered}"
+
+    @property
+    def execute(self) -> str:
+        casts = ", ".join(f"CAST(%s AS {kind})" for kind in self.parameters.values())
+        return f"EXECUTE {self.name} ({casts})"
+
+    @property
+    def plain(self) -> str:
+        plain = self.body
+        for name, kind in self.parameters.items():
+            plain = re.sub(rf":{name}\b", f"CAST(%({name})s AS {kind})", plain)
+        return plain
+
+    def values(self, params: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(params[name] for name in self.parameters)
