@@ -77,6 +77,7 @@ def browser(tmp_path, monkeypatch):
 
 
 def test_a_person_signs_in_and_uses_the_page_in_a_browser(service, browser, tmp_path):
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as until
     from selenium.webdriver.support.select import Select
@@ -105,7 +106,23 @@ def test_a_person_signs_in_and_uses_the_page_in_a_browser(service, browser, tmp_
 
     def click_and_wait_for_reload(button) -> None:
         button.click()
-        wait.until(until.staleness_of(button))
+        wait.until(detached(button))
+
+    def detached(button):
+        """until.staleness_of, also when ChromeDriver reports the node gone from the
+        document as an inspector error rather than as a stale element (it does, now and
+        then, while the old page is being replaced)."""
+        stale = until.staleness_of(button)
+
+        def check(driver) -> bool:
+            try:
+                return bool(stale(driver))
+            except WebDriverException as exc:
+                if "does not belong to the document" in str(exc):
+                    return True
+                raise
+
+        return check
 
     # A browser's own Accept header gets the page, with its stylesheet applied.
     browser.get(service.url + "/api/comments/")
