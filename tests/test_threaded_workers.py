@@ -212,3 +212,17 @@ def test_bursts_of_first_requests_to_every_endpoint(fresh):
     assert bodies == Counter({f"t-{run}-{n}-{kind}": 1 for n in range(BURSTS)
                               for kind in "ak"})
     assert deleted == BURSTS and marked == BURSTS
+
+
+def test_each_thread_of_a_worker_has_a_pooled_connection_kept_open():
+    """A thread holds at most one pooled connection at a time, so a pool keeping one per
+    thread of gunicorn.conf.py's workers never opens (and closes) an overflow connection,
+    a new server process each time, under load."""
+    import runpy
+    from pathlib import Path
+
+    from commentsvc.storage import engine
+
+    config = runpy.run_path(str(Path(__file__).resolve().parent.parent / "gunicorn.conf.py"))
+    assert engine.POOL_SIZE >= config["threads"]
+    assert engine.engine_options("postgresql://h/d", 3)["pool_size"] == engine.POOL_SIZE

@@ -207,6 +207,13 @@ def _locked_writer(engine: Engine, unlimited: bool = False,
         return
 
 
+# Connections each process's pool keeps open: one per thread of a gunicorn.conf.py worker
+# (8), since each thread holds at most one at a time (a sign-in read, then its batch's
+# writer). A smaller pool would open and close its overflow connections under load, each
+# a new server process (tests/test_threaded_workers.py holds the two numbers together).
+POOL_SIZE = 8
+
+
 def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0,
                    pre_ping: bool = False, response_timeout: float = 0,
                    idle_in_transaction_ms: int = 0, lock_timeout_ms: int = 0) -> dict[str, Any]:
@@ -240,8 +247,8 @@ def engine_options(url: str, connect_timeout: int, statement_timeout_ms: int = 0
         connect_args.update(keepalives=1, keepalives_idle=idle, keepalives_interval=1,
                             keepalives_count=max(1, math.ceil(response_timeout) - idle),
                             tcp_user_timeout=int(response_timeout * 1000))
-    return {"pool_recycle": 1800, "pool_pre_ping": pre_ping, "connect_args": connect_args,
-            "hide_parameters": True}
+    return {"pool_size": POOL_SIZE, "pool_recycle": 1800, "pool_pre_ping": pre_ping,
+            "connect_args": connect_args, "hide_parameters": True}
 
 
 def without_statement_timeout(conn: Connection) -> None:
