@@ -1,6 +1,6 @@
-"""Writing new comments: the checks that need the database, then their places in their
-lists, one post at a time or a batch of them together (``write_batch``, the API's way:
-web.write_batches).
+"""Writing new comments: a batch of posts checked against the database together, then
+written together at their places in their lists (``read_facts``, ``check_batch``,
+``write_batch``; web.write_batches gathers the batches).
 
 Runs inside the writer's transaction (``db.writing``), so what is checked cannot change
 before the comment is written, and any refusal leaves the database as it was (a refused
