@@ -15,6 +15,22 @@ class Refused(Exception):
     pass
 
 
+def queue_behind_the_first(commits, items, started, release, queued):
+    """Submit the first item; once ``started`` is set (its batch under way), submit the
+    rest from threads of their own and wait until ``queued`` writes wait; then set
+    ``release`` and wait for every thread."""
+    threads = [threading.Thread(target=commits.submit, args=(item,)) for item in items]
+    threads[0].start()
+    assert started.wait(5)
+    for thread in threads[1:]:
+        thread.start()
+    while len(commits._waiting) < queued:
+        time.sleep(0.01)
+    release.set()
+    for thread in threads:
+        thread.join(5)
+
+
 def test_a_write_alone_is_a_batch_of_one():
     batches = []
     commits = GroupCommit(lambda take: batches.append(take()) or [i * 2 for i in take()])
@@ -124,16 +140,7 @@ def test_no_batch_is_larger_than_the_limit():
         return list(items)
 
     commits = GroupCommit(write, max_batch=3)
-    threads = [threading.Thread(target=commits.submit, args=(n,)) for n in range(8)]
-    threads[0].start()
-    assert started.wait(5)
-    for thread in threads[1:]:
-        thread.start()
-    while len(commits._waiting) < 7:
-        time.sleep(0.01)
-    gate.set()
-    for thread in threads:
-        thread.join(5)
+    queue_behind_the_first(commits, range(8), started, gate, queued=7)
     assert batches == [1, 3, 3, 1]
 
 
@@ -165,26 +172,17 @@ def test_writes_that_arrive_before_the_leader_takes_its_batch_join_it():
     """A leader takes its batch only when it is ready (a writer, once it holds the lock):
     the writes queued while it waited are in that batch, not the next."""
     batches: list[list[int]] = []
-    ready = threading.Event()
+    under_way, ready = threading.Event(), threading.Event()
 
     def write(take):
+        under_way.set()
         ready.wait(5)  # waiting for the lock, as it were
         items = take()
         batches.append(list(items))
         return list(items)
 
     commits = GroupCommit(write)
-    threads = [threading.Thread(target=commits.submit, args=(n,)) for n in range(4)]
-    threads[0].start()
-    while not commits._busy:
-        time.sleep(0.01)
-    for thread in threads[1:]:
-        thread.start()
-    while len(commits._waiting) < 4:
-        time.sleep(0.01)
-    ready.set()
-    for thread in threads:
-        thread.join(5)
+    queue_behind_the_first(commits, range(4), under_way, ready, queued=4)
     assert batches == [[0, 1, 2, 3]]
 
 
