@@ -30,6 +30,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from commentsvc.storage import outage
 from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.engine import read_snapshot
+from commentsvc.storage.prepared import UNDEFINED_PREPARED_STATEMENT
 from commentsvc.storage.queries.listing import (
     EXECUTE_LIST_STATE,
     EXECUTE_PAGE_READ,
@@ -66,9 +67,8 @@ def positional(sql: str, paramstyle: str) -> str:
 # 3,000 to 3,700 requests a second on 2 cores). A pooler that does not keep a session per
 # client (PgBouncer in transaction mode) loses prepared statements; the first read that
 # finds its statement gone switches this reader to the plain statement for good (the
-# statements: queries.listing.PREPARE_LIST_STATE and EXECUTE_LIST_STATE).
-# SQLSTATE of "prepared statement ... does not exist".
-UNDEFINED_PREPARED_STATEMENT = "26000"
+# statements: queries.listing.PREPARE_LIST_STATE and EXECUTE_LIST_STATE; the writes'
+# prepared statements do the same per process: storage.prepared).
 
 
 class ListStateReader:

@@ -203,8 +203,9 @@ def _write_posts(conn: Connection, service: CommentService, posts: dict[int, Pos
                  outcomes: list[Outcome | None]) -> None:
     """The batch's posts (by their place in it), each outcome set in ``outcomes``."""
     settings = service.settings
+    news = {i: _new(post) for i, post in posts.items()}
     waiting = list(posts)
-    facts = posting.read_facts(conn, [_new(posts[i]) for i in waiting])
+    facts = posting.read_facts(conn, list(news.values()))
     for i in waiting:
         viewer = posts[i].viewer
         if viewer.id in facts.authors:
@@ -215,7 +216,7 @@ def _write_posts(conn: Connection, service: CommentService, posts: dict[int, Pos
         auth.ensure_user(conn, viewer)  # a host's user, on their first write
         facts.authors[viewer.id] = posting.Author(viewer.username, viewer.avatar)
     waiting = [i for i in waiting if outcomes[i] is None]
-    checked = posting.check_batch(facts, [_new(posts[i]) for i in waiting],
+    checked = posting.check_batch(facts, [news[i] for i in waiting],
                                   settings.target_exists)
     accepted: list[tuple[int, store.NewComment]] = []
     for i, post_or_refusal in zip(waiting, checked, strict=True):
