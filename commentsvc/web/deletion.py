@@ -41,9 +41,7 @@ class Deletion:
 
     def check(self, conn: Connection) -> None:
         """404 without the comment; 403 unless the viewer wrote it or is staff."""
-        self.facts = store.facts(conn, self.comment_id)
-        if self.facts is None:
-            raise NotFound()
+        self.facts = existing(conn, self.comment_id)
         if not permissions.can_delete(self.viewer, self.facts.author_id):
             raise PermissionDenied()
 
@@ -58,6 +56,15 @@ class Deletion:
                 keep_deletion(conn, self.facts.deleted(), target, self.settings)
             idempotency.forget_text(conn, [self.comment_id])
         idempotency.remember(conn, self.write, 204, None, None, self.comment_id)
+
+
+def existing(conn: Connection, comment_id: int) -> store.CommentFacts:
+    """The comment's facts, read in the writer's transaction; 404 if there is none (a
+    delete's check, and a read mark's: web.writes)."""
+    facts = store.facts(conn, comment_id)
+    if facts is None:
+        raise NotFound()
+    return facts
 
 
 def _apply_postgresql(conn: Connection, facts: store.CommentFacts, settings: Settings) -> None:

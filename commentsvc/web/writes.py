@@ -20,7 +20,7 @@ from commentsvc.rules import permissions
 from commentsvc.storage import store
 from commentsvc.storage.engine import get_engine
 from commentsvc.web import browser_session, idempotency, write_batches
-from commentsvc.web.deletion import Deletion
+from commentsvc.web.deletion import Deletion, existing
 from commentsvc.web.exceptions import NotFound, PermissionDenied, ValidationFailed
 from commentsvc.web.rendering import (
     keep_read_change,
@@ -149,11 +149,3 @@ def one(conn: Connection, comment_id: int, service: CommentService) -> store.Com
     if comment is None:  # it was written in this very transaction
         raise NotFound()
     return comment
-
-
-def existing(conn: Connection, comment_id: int) -> store.CommentFacts:
-    """The comment's facts, read in the writer's transaction; 404 if there is none."""
-    facts = store.facts(conn, comment_id)
-    if facts is None:
-        raise NotFound()
-    return facts
