@@ -58,11 +58,13 @@ def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[A
 
 
 def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any | None:
-    """The first row of ``statement`` run alone on a pooled connection in autocommit (no
-    BEGIN, no ROLLBACK), or None. A connection that has lost its prepared statements only
-    switches this process to sending them whole, and the read runs again."""
+    """The first row of ``statement`` run alone on a pooled connection, or None. A
+    connection that has lost its prepared statements only switches this process to
+    sending them whole, and the read runs again. (Not in autocommit: a connection the
+    response deadline closed could not be given back to the pool, which resets the
+    isolation level on return, without an error of its own.)"""
     for attempt in (1, 2):
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with engine.connect() as conn:
             try:
                 rows = run(conn, statement, params)
             except DBAPIError as exc:

@@ -79,7 +79,7 @@ def viewer_by_digest(engine: Engine, digest: str,
                      csrf_token: str | None = None) -> Viewer | None:
     """The user a key (by its digest) signs in, or None when no such key is kept. On
     PostgreSQL, as every signed-in request reads it: a statement each pooled connection
-    prepares once, run in autocommit (storage.prepared)."""
+    prepares once (storage.prepared)."""
     if engine.dialect.name == "postgresql":
         row = prepared.read_one(engine, sql.VIEWER_PREPARED, {"digest": digest})
     else:
