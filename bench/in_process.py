@@ -33,12 +33,18 @@ def environ(path: str = "/api/comments/") -> dict:
 
 
 def caller(app: Callable) -> Callable[[], bytes]:
+    """The app called as a WSGI server would; its body. Anything but a 200 stops the run:
+    a timing of error answers would say nothing about the page."""
     def call() -> bytes:
-        body = app(environ(), lambda status, headers, exc_info=None: None)
+        statuses: list[str] = []
+        body = app(environ(), lambda status, headers, exc_info=None: statuses.append(status))
         try:
-            return b"".join(body)
+            content = b"".join(body)
         finally:
             getattr(body, "close", lambda: None)()
+        if not statuses[0].startswith("200"):
+            raise SystemExit(f"the app answered {statuses[0]}: {content[:200]!r}")
+        return content
     return call
 
 
@@ -59,9 +65,11 @@ def main() -> int:
     if not os.environ.get("DATABASE_URL"):
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
         return 2
+    from commentsvc import settings
     from commentsvc.standalone import create_app
 
-    apps = {label: create_app({"COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
+    # The environment's settings (DATABASE_URL among them), the cache size overridden.
+    apps = {label: create_app({**settings.from_environment(), "COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
             for label, cache_mb in (("service page 1, cache on", 64),
                                     ("service page 1, cache off", 0))}
     calls = {label: caller(app) for label, app in apps.items()}
