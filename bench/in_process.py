@@ -19,8 +19,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 
 def environ(path: str = "/api/comments/") -> dict:
@@ -48,6 +52,15 @@ def caller(app: Callable) -> Callable[[], bytes]:
     return call
 
 
+def service_app(cache_mb: int) -> Flask:
+    """The standalone service as the environment configures it (DATABASE_URL among the
+    settings), with a response cache of ``cache_mb``."""
+    from commentsvc import settings
+    from commentsvc.standalone import create_app
+
+    return create_app({**settings.from_environment(), "COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
+
+
 def microseconds(call: Callable[[], bytes], requests: int) -> float:
     for _ in range(requests // 10):
         call()
@@ -65,11 +78,7 @@ def main() -> int:
     if not os.environ.get("DATABASE_URL"):
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
         return 2
-    from commentsvc import settings
-    from commentsvc.standalone import create_app
-
-    # The environment's settings (DATABASE_URL among them), the cache size overridden.
-    apps = {label: create_app({**settings.from_environment(), "COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
+    apps = {label: service_app(cache_mb)
             for label, cache_mb in (("service page 1, cache on", 64),
                                     ("service page 1, cache off", 0))}
     calls = {label: caller(app) for label, app in apps.items()}

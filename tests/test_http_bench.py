@@ -5,7 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from bench import charts, http_bench
+import pytest
+from flask import Flask
+
+from bench import charts, http_bench, in_process
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -62,3 +65,22 @@ def test_both_charts_are_drawn_from_a_report(tmp_path: Path):
     assert [path.name for path in drawn] == ["http-1000-rps.png", "http-1000-depth.png"]
     for path in drawn:
         assert path.read_bytes().startswith(PNG) and path.stat().st_size > 10_000
+
+
+def test_the_in_process_bench_serves_the_environments_database(tmp_path: Path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'bench.sqlite3'}"
+    monkeypatch.setenv("DATABASE_URL", url)
+    app = in_process.service_app(0)
+    assert app.config["SQLALCHEMY_DATABASE_URI"] == url
+    assert app.config["COMMENTSVC_RESPONSE_CACHE_MB"] == 0
+
+
+def test_the_in_process_bench_times_only_200s():
+    app = Flask(__name__)
+    status = {"code": 200}
+    app.add_url_rule("/api/comments/", "page", lambda: ("page", status["code"]))
+    call = in_process.caller(app)
+    assert call() == b"page"
+    status["code"] = 503
+    with pytest.raises(SystemExit, match="503"):
+        call()
