@@ -4,6 +4,7 @@ list request (the list's counter read once; a write in between answered as it is
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 from flask import Flask
@@ -131,3 +132,36 @@ def test_a_write_between_the_counter_and_the_page_is_answered_as_the_page_sees_i
     fresh = client.get("/api/comments/")  # built from the database, as it is now
     assert (fresh.headers["ETag"], fresh.get_data()) == (raced.headers["ETag"],
                                                           raced.get_data())
+
+
+def test_the_standalone_app_asks_once_per_function_whether_it_is_a_coroutine(
+        app_factory, monkeypatch):
+    """The answer Flask's ensure_sync would give, remembered per function: a bound method
+    (new on every request) by its function, so the memory stays as small as the app."""
+    app = app_factory()
+    asked: list[object] = []
+    real = inspect.iscoroutinefunction
+    monkeypatch.setattr(inspect, "iscoroutinefunction",
+                        lambda func: asked.append(func) or real(func))
+
+    class Hooks:
+        def hook(self) -> str:
+            return "ran"
+
+    def plain() -> str:
+        return "plain"
+
+    async def coroutine() -> str:
+        return "coroutine"
+
+    assert app.ensure_sync(plain) is plain and app.ensure_sync(plain) is plain
+    for _ in range(3):
+        method = Hooks().hook
+        assert app.ensure_sync(method) is method
+    assert asked == [plain, Hooks.hook]
+    with pytest.raises(RuntimeError, match="async"):  # as Flask's own without its extra
+        app.ensure_sync(coroutine)
+    client = app.test_client()
+    for _ in range(3):
+        assert client.get("/api/comments/").status_code == 200
+    assert len(app._coroutines) < 50

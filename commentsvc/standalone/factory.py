@@ -6,7 +6,10 @@ the users' avatars, the browser sign-in page and the operators' endpoints.
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from flask import Flask, Response
@@ -27,6 +30,10 @@ __all__ = ["create_app", "db"]
 db = SQLAlchemy()
 
 
+# At most this many functions' answers are kept (an app has a few dozen hooks and views).
+_REMEMBERED_FUNCTIONS = 1024
+
+
 class _App(Flask):
     """The standalone app: its /static files (the default avatar, the stylesheet) carry
     nosniff, as every other answer of the service does."""
@@ -35,6 +42,22 @@ class _App(Flask):
         response = super().send_static_file(filename)
         response.headers.update(NOSNIFF)
         return response
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Flask asks of every hook and view, on every request, whether it is a coroutine
+        function; the answer for a function never changes, so it is remembered (by the
+        function under a bound method, which is new on every request)."""
+        function = getattr(func, "__func__", func)
+        is_coroutine = self._coroutines.get(function)
+        if is_coroutine is None:
+            is_coroutine = inspect.iscoroutinefunction(function)
+            if len(self._coroutines) < _REMEMBERED_FUNCTIONS:
+                self._coroutines[function] = is_coroutine
+        return self.async_to_sync(func) if is_coroutine else func
+
+    @cached_property
+    def _coroutines(self) -> dict[Callable[..., Any], bool]:
+        return {}
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
