@@ -4,7 +4,7 @@ rendering in web.rendering."""
 
 from __future__ import annotations
 
-from flask import Response, request
+from flask import Request, Response, request
 from flask.views import MethodView
 
 from commentsvc.web import current, negotiation, writes
@@ -29,10 +29,13 @@ class CommentListView(MethodView):
         """List comments newest first (ties by id), one page, with the p8n navigation:
         from a replica when there are any (see storage.replicas), else from the primary."""
         service = current.service()
-        comments, page_size = service.paginator.list_of(request)
-        representation = negotiation.choose(request)
-        viewer = viewer_of(request, service.settings, service.browser_sign_in)
-        page = ListPage(service, request, comments, page_size, viewer, representation)
+        # The request itself, not the proxy: a page reads it a few dozen times, and each
+        # read through the proxy looks the request up again.
+        req: Request = request._get_current_object()  # type: ignore[attr-defined]
+        comments, page_size = service.paginator.list_of(req)
+        representation = negotiation.choose(req)
+        viewer = viewer_of(req, service.settings, service.browser_sign_in)
+        page = ListPage(service, req, comments, page_size, viewer, representation)
         return service.reads.reading(viewer.id if viewer else None, page.response)
 
     def post(self) -> Response:
