@@ -1,11 +1,13 @@
 """What one request costs inside the process, without HTTP: the bare Flask view against
-the service's page 1 with its response cache on and off, called as WSGI applications.
+the service's page 1 with its response cache on and off (and, given ``--token``, read
+signed in), called as WSGI applications.
 
-    DATABASE_URL=postgresql://... python bench/in_process.py [--requests 3000]
+    DATABASE_URL=postgresql://... python bench/in_process.py [--requests 3000] [--token KEY]
 
-Each is called ``--requests`` times after a warm-up, the three taking turns for
-``--rounds`` rounds; the median microseconds a request are reported. The service's
-request log goes to a discarded stream meanwhile, as the bare view writes none.
+Each is called ``--requests`` times after a warm-up, the cases taking turns for
+``--rounds`` rounds; the median microseconds a request are reported, of wall time and of
+this process's CPU time. The service's request log goes to a discarded stream meanwhile,
+as the bare view writes none.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ if TYPE_CHECKING:
     from flask import Flask
 
 
-def environ(path: str = "/api/comments/") -> dict:
-    return {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
+def environ(path: str = "/api/comments/", token: str | None = None) -> dict:
+    signed_in = {"HTTP_AUTHORIZATION": f"Token {token}"} if token else {}
+    return {**signed_in, "REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
             "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "wsgi.url_scheme": "http",
             "wsgi.input": io.BytesIO(b""), "wsgi.errors": sys.stderr,
             "HTTP_HOST": "127.0.0.1:8000", "SERVER_PROTOCOL": "HTTP/1.1",
@@ -36,12 +39,13 @@ def environ(path: str = "/api/comments/") -> dict:
             "wsgi.multiprocess": True, "wsgi.run_once": False}
 
 
-def caller(app: Callable) -> Callable[[], bytes]:
+def caller(app: Callable, token: str | None = None) -> Callable[[], bytes]:
     """The app called as a WSGI server would; its body. Anything but a 200 stops the run:
     a timing of error answers would say nothing about the page."""
     def call() -> bytes:
         statuses: list[str] = []
-        body = app(environ(), lambda status, headers, exc_info=None: statuses.append(status))
+        body = app(environ(token=token),
+                   lambda status, headers, exc_info=None: statuses.append(status))
         try:
             content = b"".join(body)
         finally:
@@ -61,19 +65,24 @@ def service_app(cache_mb: int) -> Flask:
     return create_app({**settings.from_environment(), "COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
 
 
-def microseconds(call: Callable[[], bytes], requests: int) -> float:
+def microseconds(call: Callable[[], bytes], requests: int) -> tuple[float, float]:
+    """Microseconds a request: wall time, and this process's CPU time (the database's
+    own work and the waits for it left out)."""
     for _ in range(requests // 10):
         call()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for _ in range(requests):
         call()
-    return (time.perf_counter() - started) / requests * 1e6
+    return ((time.perf_counter() - started) / requests * 1e6,
+            (time.process_time() - cpu) / requests * 1e6)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--token", help="a sign-in key (flask create-token): page 1 is also "
+                                        "read signed in, with the cache on")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL"):
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
@@ -82,6 +91,9 @@ def main() -> int:
             for label, cache_mb in (("service page 1, cache on", 64),
                                     ("service page 1, cache off", 0))}
     calls = {label: caller(app) for label, app in apps.items()}
+    if args.token:
+        calls["service page 1, signed in"] = caller(apps["service page 1, cache on"],
+                                                    args.token)
     body = calls["service page 1, cache on"]()
     with tempfile.NamedTemporaryFile(suffix=".json") as body_file:
         body_file.write(body)
@@ -90,7 +102,7 @@ def main() -> int:
         from bench.bare_app import app as bare
 
         calls = {"bare Flask view, same body": caller(bare), **calls}
-        timings: dict[str, list[float]] = {name: [] for name in calls}
+        timings: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
         stderr, sys.stderr = sys.stderr, open(os.devnull, "w")  # noqa: SIM115
         try:
             for _ in range(args.rounds):
@@ -100,8 +112,10 @@ def main() -> int:
             sys.stderr.close()
             sys.stderr = stderr
     for name, values in timings.items():
-        print(f"{name:<30} {statistics.median(values):>8.1f} µs a request "
-              f"(rounds: {', '.join(f'{v:.1f}' for v in values)})")
+        walls, cpus = [wall for wall, _ in values], [cpu for _, cpu in values]
+        print(f"{name:<30} {statistics.median(walls):>8.1f} µs a request, "
+              f"{statistics.median(cpus):>7.1f} µs of CPU "
+              f"(rounds: {', '.join(f'{w:.1f}/{c:.1f}' for w, c in values)})")
     return 0
 
 
