@@ -3,14 +3,15 @@ count that stays the same from run to run whatever else the machine is doing, wh
 times on a shared machine move by a tenth or more.
 
     DATABASE_URL=postgresql://... python bench/instructions.py [--requests 300]
-        [--before DIR] [--json FILE]
+        [--token KEY] [--before DIR] [--json FILE]
 
-Each case (the service's page 1 with its response cache on, and off, as
-bench/in_process.py calls it) runs in a process of its own under callgrind twice: after
-its warm-up once with no request, once with ``--requests`` more. The difference over
-``--requests`` is the instructions a request costs this process (the database's own work
-is another process's and is not counted). ``--before DIR`` counts another checkout of the
-service the same way, in the same run. Needs valgrind.
+Each case (the service's page 1 with its response cache on, and off, and given
+``--token`` read signed in with the cache on, as bench/in_process.py calls it) runs in a
+process of its own under callgrind twice: after its warm-up once with no request, once
+with ``--requests`` more. The difference over ``--requests`` is the instructions a request
+costs this process (the database's own work is another process's and is not counted).
+``--before DIR`` counts another checkout of the service the same way, in the same run.
+Needs valgrind.
 """
 
 from __future__ import annotations
@@ -22,30 +23,37 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {"page 1, cache on": 64, "page 1, cache off": 0}
+SIGNED_IN = "page 1, signed in"
 WARM_UP = 30
-# One case's requests, run in the checkout given as the working directory.
+# One case's requests: the service of the checkout given as the working directory, called
+# by this checkout's bench/in_process.py (argv: cache MB, requests, key, that file).
 _RUN = """
-import os, sys
+import importlib.util, os, sys
 sys.path.insert(0, os.getcwd())
-from bench.in_process import caller, service_app
-call = caller(service_app(int(sys.argv[1])))
+spec = importlib.util.spec_from_file_location("in_process", sys.argv[4])
+in_process = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(in_process)
+sys.path.insert(0, os.getcwd())  # the checkout's service, not the one beside that file
+call = in_process.caller(in_process.service_app(int(sys.argv[1])), sys.argv[3] or None)
 sys.stderr = open(os.devnull, "w")
 for _ in range(int(sys.argv[2])):
     call()
 """
 
 
-def count(root: Path, cache_mb: int, requests: int) -> int:
-    """Instructions a process of checkout ``root`` executes for ``requests`` requests,
-    start-up included."""
+def count(root: Path, cache_mb: int, requests: int, token: str = "") -> int:
+    """Instructions a process of checkout ``root`` executes for ``requests`` requests
+    (signed in by ``token`` if given), start-up included."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, "-c", _RUN, str(cache_mb), str(requests)],
+         sys.executable, "-c", _RUN, str(cache_mb), str(requests), token,
+         str(ROOT / "bench" / "in_process.py")],
         cwd=root, env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(root)},
         capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", out.stderr)
@@ -54,18 +62,31 @@ def count(root: Path, cache_mb: int, requests: int) -> int:
     return int(found.group(1))
 
 
-def per_request(root: Path, requests: int) -> dict[str, float]:
+def cases(token: str) -> dict[str, tuple[int, str]]:
+    """Each case's (cache size in MB, sign-in key or "")."""
+    measured = {case: (cache_mb, "") for case, cache_mb in CASES.items()}
+    if token:
+        measured[SIGNED_IN] = (CASES["page 1, cache on"], token)
+    return measured
+
+
+def per_request(root: Path, requests: int, token: str = "",
+                counter: Callable[..., int] = count) -> dict[str, float]:
     """Each case's instructions a request, for checkout ``root`` (two runs at a time)."""
-    runs = {(case, n): (CASES[case], WARM_UP + n) for case in CASES for n in (0, requests)}
+    measured = cases(token)
+    runs = {(case, n): (root, cache_mb, WARM_UP + n, key)
+            for case, (cache_mb, key) in measured.items() for n in (0, requests)}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        counts = dict(zip(runs, pool.map(lambda args: count(root, *args), runs.values()),
+        counts = dict(zip(runs, pool.map(lambda args: counter(*args), runs.values()),
                           strict=True))
-    return {case: (counts[case, requests] - counts[case, 0]) / requests for case in CASES}
+    return {case: (counts[case, requests] - counts[case, 0]) / requests for case in measured}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--token", default="", help="a sign-in key (flask create-token): "
+                                                    "page 1 is also read signed in")
     parser.add_argument("--before", type=Path, help="another checkout, counted first")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -77,13 +98,14 @@ def main() -> int:
         return 2
     checkouts = {"after": ROOT} if args.before is None else {
         "before": args.before.resolve(), "after": ROOT}
-    report = {label: per_request(root, args.requests) for label, root in checkouts.items()}
+    report = {label: per_request(root, args.requests, args.token)
+              for label, root in checkouts.items()}
     for label, cases in report.items():
         for case, instructions in cases.items():
             print(f"{label:<7} {case:<20} {instructions / 1e6:7.3f} million instructions "
                   "a request")
     if "before" in report:
-        for case in CASES:
+        for case in report["after"]:
             print(f"after / before, {case}: "
                   f"{report['after'][case] / report['before'][case]:.3f}")
     if args.json:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from bench import charts, http_bench, in_process
+from bench import charts, http_bench, in_process, instructions
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -84,3 +84,22 @@ def test_the_in_process_bench_times_only_200s():
     status["code"] = 503
     with pytest.raises(SystemExit, match="503"):
         call()
+
+
+def test_instructions_a_request_are_the_difference_of_two_counts_over_the_requests():
+    runs = []
+
+    def counter(root, cache_mb, requests, token):
+        runs.append((cache_mb, requests, token))
+        return 1_000_000 + requests * (2_000 if cache_mb else 3_000) + (500 * requests
+                                                                        if token else 0)
+
+    figures = instructions.per_request(Path("."), 100, "key", counter=counter)
+    assert figures == {"page 1, cache on": 2_000, "page 1, cache off": 3_000,
+                       "page 1, signed in": 2_500}
+    warm = instructions.WARM_UP
+    assert sorted(runs) == sorted([(64, warm, ""), (64, warm + 100, ""), (0, warm, ""),
+                                   (0, warm + 100, ""), (64, warm, "key"),
+                                   (64, warm + 100, "key")])
+    assert set(instructions.per_request(Path("."), 100, counter=counter)) == {
+        "page 1, cache on", "page 1, cache off"}
