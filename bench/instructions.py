@@ -28,31 +28,51 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = {"page 1, cache on": 64, "page 1, cache off": 0}
+# Each case's mode: the service's response cache in MB, or "bare" (the bare Flask view with
+# page 1's body, bench/bare_app.py) with the one statement it runs, if any.
+CASES = {"page 1, cache on": "64", "page 1, cache off": "0"}
 SIGNED_IN = "page 1, signed in"
+YARDSTICKS = {"bare Flask view": "bare", "bare view + counter read": "bare:counter",
+              "bare view + page read": "bare:page"}
 WARM_UP = 30
 # One case's requests: the service of the checkout given as the working directory, called
-# by this checkout's bench/in_process.py (argv: cache MB, requests, key, that file).
+# by this checkout's bench/in_process.py (argv: mode, requests, key, that file); a bare
+# case serves the body of the service's page 1 from this checkout's bench/bare_app.py.
 _RUN = """
-import importlib.util, os, sys
-sys.path.insert(0, os.getcwd())
-spec = importlib.util.spec_from_file_location("in_process", sys.argv[4])
-in_process = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(in_process)
+import importlib.util, os, sys, tempfile
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+in_process = load("in_process", sys.argv[4])
 sys.path.insert(0, os.getcwd())  # the checkout's service, not the one beside that file
-call = in_process.caller(in_process.service_app(int(sys.argv[1])), sys.argv[3] or None)
+mode = sys.argv[1]
+if mode.startswith("bare"):
+    body = in_process.caller(in_process.service_app(64))()
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as body_file:
+        body_file.write(body)
+    os.environ["BENCH_BODY_FILE"] = body_file.name
+    if ":" in mode:
+        os.environ["BENCH_DB_READ"] = mode.partition(":")[2]
+    bare = load("bare_app", os.path.join(os.path.dirname(sys.argv[4]), "bare_app.py"))
+    sys.path.insert(0, os.getcwd())
+    call = in_process.caller(bare.app)
+    os.unlink(body_file.name)
+else:
+    call = in_process.caller(in_process.service_app(int(mode)), sys.argv[3] or None)
 sys.stderr = open(os.devnull, "w")
 for _ in range(int(sys.argv[2])):
     call()
 """
 
 
-def count(root: Path, cache_mb: int, requests: int, token: str = "") -> int:
-    """Instructions a process of checkout ``root`` executes for ``requests`` requests
-    (signed in by ``token`` if given), start-up included."""
+def count(root: Path, mode: str, requests: int, token: str = "") -> int:
+    """Instructions a process of checkout ``root`` executes for ``requests`` requests of
+    the case ``mode`` (signed in by ``token`` if given), start-up included."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, "-c", _RUN, str(cache_mb), str(requests), token,
+         sys.executable, "-c", _RUN, mode, str(requests), token,
          str(ROOT / "bench" / "in_process.py")],
         cwd=root, env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(root)},
         capture_output=True, text=True, check=True)
@@ -62,20 +82,22 @@ def count(root: Path, cache_mb: int, requests: int, token: str = "") -> int:
     return int(found.group(1))
 
 
-def cases(token: str) -> dict[str, tuple[int, str]]:
-    """Each case's (cache size in MB, sign-in key or "")."""
-    measured = {case: (cache_mb, "") for case, cache_mb in CASES.items()}
+def cases(token: str, yardsticks: bool = False) -> dict[str, tuple[str, str]]:
+    """Each case's (mode, sign-in key or "")."""
+    measured = {case: (mode, "") for case, mode in CASES.items()}
     if token:
         measured[SIGNED_IN] = (CASES["page 1, cache on"], token)
+    if yardsticks:
+        measured |= {case: (mode, "") for case, mode in YARDSTICKS.items()}
     return measured
 
 
-def per_request(root: Path, requests: int, token: str = "",
+def per_request(root: Path, requests: int, token: str = "", yardsticks: bool = False,
                 counter: Callable[..., int] = count) -> dict[str, float]:
     """Each case's instructions a request, for checkout ``root`` (two runs at a time)."""
-    measured = cases(token)
-    runs = {(case, n): (root, cache_mb, WARM_UP + n, key)
-            for case, (cache_mb, key) in measured.items() for n in (0, requests)}
+    measured = cases(token, yardsticks)
+    runs = {(case, n): (root, mode, WARM_UP + n, key)
+            for case, (mode, key) in measured.items() for n in (0, requests)}
     with ThreadPoolExecutor(max_workers=2) as pool:
         counts = dict(zip(runs, pool.map(lambda args: counter(*args), runs.values()),
                           strict=True))
@@ -87,6 +109,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--token", default="", help="a sign-in key (flask create-token): "
                                                     "page 1 is also read signed in")
+    parser.add_argument("--bare", action="store_true",
+                        help="also count the yardsticks: the bare view, alone and with the "
+                             "counter read or the page read (this checkout only)")
     parser.add_argument("--before", type=Path, help="another checkout, counted first")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -98,14 +123,19 @@ def main() -> int:
         return 2
     checkouts = {"after": ROOT} if args.before is None else {
         "before": args.before.resolve(), "after": ROOT}
-    report = {label: per_request(root, args.requests, args.token)
+    report = {label: per_request(root, args.requests, args.token,
+                                 args.bare and label == "after")
               for label, root in checkouts.items()}
     for label, cases in report.items():
         for case, instructions in cases.items():
             print(f"{label:<7} {case:<20} {instructions / 1e6:7.3f} million instructions "
                   "a request")
+    if args.bare:
+        for case in (*CASES, SIGNED_IN) if args.token else CASES:
+            print(f"after, {case} / bare Flask view: "
+                  f"{report['after'][case] / report['after']['bare Flask view']:.2f}")
     if "before" in report:
-        for case in report["after"]:
+        for case in report["before"]:
             print(f"after / before, {case}: "
                   f"{report['after'][case] / report['before'][case]:.3f}")
     if args.json:

@@ -88,18 +88,19 @@ def test_the_in_process_bench_times_only_200s():
 
 def test_instructions_a_request_are_the_difference_of_two_counts_over_the_requests():
     runs = []
+    cost = {"64": 2_000, "0": 3_000, "bare": 500, "bare:counter": 800, "bare:page": 1_200}
 
-    def counter(root, cache_mb, requests, token):
-        runs.append((cache_mb, requests, token))
-        return 1_000_000 + requests * (2_000 if cache_mb else 3_000) + (500 * requests
-                                                                        if token else 0)
+    def counter(root, mode, requests, token):
+        runs.append((mode, requests, token))
+        return 1_000_000 + requests * (cost[mode] + (500 if token else 0))
 
     figures = instructions.per_request(Path("."), 100, "key", counter=counter)
     assert figures == {"page 1, cache on": 2_000, "page 1, cache off": 3_000,
                        "page 1, signed in": 2_500}
     warm = instructions.WARM_UP
-    assert sorted(runs) == sorted([(64, warm, ""), (64, warm + 100, ""), (0, warm, ""),
-                                   (0, warm + 100, ""), (64, warm, "key"),
-                                   (64, warm + 100, "key")])
-    assert set(instructions.per_request(Path("."), 100, counter=counter)) == {
-        "page 1, cache on", "page 1, cache off"}
+    assert sorted(runs) == sorted([("64", warm, ""), ("64", warm + 100, ""), ("0", warm, ""),
+                                   ("0", warm + 100, ""), ("64", warm, "key"),
+                                   ("64", warm + 100, "key")])
+    assert instructions.per_request(Path("."), 100, yardsticks=True, counter=counter) == {
+        "page 1, cache on": 2_000, "page 1, cache off": 3_000, "bare Flask view": 500,
+        "bare view + counter read": 800, "bare view + page read": 1_200}

@@ -15,8 +15,8 @@ import hmac
 import secrets
 from typing import Any
 
-from flask import Flask, Request, session
-from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from flask import Flask, Request, Response, session
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface, SessionMixin
 
 from commentsvc.web import current
 from commentsvc.web.auth import Viewer
@@ -50,6 +50,14 @@ class SessionInterface(SecureCookieSessionInterface):
         if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
             return self.session_class()
         return super().open_session(app, request)
+
+    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
+        """Nothing to do for a session no one touched that holds nothing (every request
+        without the cookie): Flask's own would first work out every cookie setting, only
+        to find there is no cookie to set, delete or vary on."""
+        if not session and not session.modified and not session.accessed:
+            return
+        super().save_session(app, session, response)
 
     def get_cookie_secure(self, app: Flask) -> bool:
         from flask import request
