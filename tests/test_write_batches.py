@@ -8,12 +8,10 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-import psycopg2.extensions
 import sqlalchemy as sa
 
 from commentsvc.storage import engine as db
 from commentsvc.storage import posting, prepared, store
-from commentsvc.storage.queries.prepared import Prepared
 from commentsvc.web import auth, current, idempotency, write_batches
 from commentsvc.web.exceptions import PermissionDenied, ValidationFailed
 from commentsvc.web.rendering import locator
@@ -244,30 +242,5 @@ def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres
         assert prepared._Switch.enabled is False
     finally:
         prepared._Switch.enabled = True
-        with app.app_context():
-            db.get_engine().dispose()
-
-
-def test_a_sign_in_read_is_one_statement_and_leaves_its_connection_as_it_was(postgres_url):
-    """The read runs in autocommit: no BEGIN before it (its transaction starts with the
-    statement itself) and no transaction left open; the pooled connection goes back to
-    the pool out of autocommit, as every other user of the pool expects it."""
-    app = make_app(postgres_url)
-    alone = Prepared("commentsvc_test_alone",
-                     "SELECT now() = statement_timestamp(), :n + 1", {"n": "bigint"})
-    try:
-        with app.app_context():
-            engine = db.get_engine()
-            engine.dispose()
-            assert prepared.read_one(engine, alone, {"n": 1}) == (True, 2)
-            assert prepared.read_one(engine, alone, {"n": 2}) == (True, 3)
-            assert engine.pool.checkedin() == 1  # the same connection both times
-            connection = engine.raw_connection()
-            try:
-                assert connection.dbapi_connection.autocommit is False
-                assert connection.dbapi_connection.status == psycopg2.extensions.STATUS_READY
-            finally:
-                connection.close()
-    finally:
         with app.app_context():
             db.get_engine().dispose()

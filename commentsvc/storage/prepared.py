@@ -11,9 +11,8 @@ sends the statements whole from then on, as the list reads do (storage.counters)
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from psycopg2 import extensions
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -59,29 +58,18 @@ def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[A
 
 
 def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any | None:
-    """The first row of ``statement`` run alone on a pooled connection, or None: one round
-    trip. A connection that has lost its prepared statements only switches this process
-    to sending them whole, and the read runs again.
-
-    The driver's connection is put in autocommit for the read alone, so psycopg2 sends no
-    BEGIN before it and the pool's return sends no ROLLBACK after it (three round trips
-    made one). SQLAlchemy is not told (an autocommit isolation level of its own would be
-    reset on the connection's return, which raises when the response deadline has closed
-    the connection); the driver's flag is put back before the connection returns, unless
-    the connection is closed, and a closed one is never pooled again.
-    """
+    """The first row of ``statement`` run alone on a pooled connection, or None. A
+    connection that has lost its prepared statements only switches this process to
+    sending them whole, and the read runs again. (Not in autocommit: a connection the
+    response deadline closed could not be given back to the pool, which resets the
+    isolation level on return, without an error of its own.)"""
     for attempt in (1, 2):
         with engine.connect() as conn:
-            driver_connection = cast(extensions.connection, conn.connection.dbapi_connection)
-            driver_connection.autocommit = True
             try:
                 rows = run(conn, statement, params)
             except DBAPIError as exc:
                 if attempt == 2 or not gone(exc):
                     raise
                 continue
-            finally:
-                if not driver_connection.closed:
-                    driver_connection.autocommit = False
         return rows[0] if rows else None
     return None
