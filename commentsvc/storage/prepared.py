@@ -60,9 +60,15 @@ def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[A
 def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any | None:
     """The first row of ``statement`` run alone on a pooled connection, or None. A
     connection that has lost its prepared statements only switches this process to
-    sending them whole, and the read runs again. (Not in autocommit: a connection the
-    response deadline closed could not be given back to the pool, which resets the
-    isolation level on return, without an error of its own.)"""
+    sending them whole, and the read runs again.
+
+    Not in autocommit, though that would spare the BEGIN before it and the ROLLBACK after
+    it: a server session whose connection was cut without a word mid-read would then sit
+    idle, which no timeout ends, where inside a transaction the server ends it after the
+    idle-in-transaction timeout (a fault test that cuts connections every 0.3 s used up
+    the server's connections in autocommit). And SQLAlchemy's own autocommit level would
+    be reset on the connection's return, which raises once the response deadline has
+    closed the connection."""
     for attempt in (1, 2):
         with engine.connect() as conn:
             try:
