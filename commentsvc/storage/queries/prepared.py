@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 
@@ -13,13 +14,14 @@ class Prepared:
     once on a connection (``prepare``), then executed by name (``execute``, psycopg2's
     positional parameters, ``values``), or, where a server or pooler keeps no prepared
     statements, sent whole (``plain``, psycopg2's named parameters). ``parameters`` are
-    the :name parameters of ``body`` with their types, in order."""
+    the :name parameters of ``body`` with their types, in order. Each form is made once:
+    ``execute`` or ``plain`` is sent on every batch and every sign-in read."""
 
     name: str
     body: str
     parameters: dict[str, str]
 
-    @property
+    @cached_property
     def prepare(self) -> str:
         numbered = self.body
         for number, name in enumerate(self.parameters, start=1):
@@ -27,12 +29,12 @@ class Prepared:
                               numbered)
         return f"PREPARE {self.name} AS {numbered}"
 
-    @property
+    @cached_property
     def execute(self) -> str:
         casts = ", ".join(f"CAST(%s AS {kind})" for kind in self.parameters.values())
         return f"EXECUTE {self.name} ({casts})"
 
-    @property
+    @cached_property
     def plain(self) -> str:
         plain = self.body
         for name, kind in self.parameters.items():
