@@ -13,6 +13,7 @@ as the bare view writes none.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import os
 import statistics
@@ -65,6 +66,24 @@ def service_app(cache_mb: int) -> Flask:
     return create_app({**settings.from_environment(), "COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
 
 
+def bare_app(body: bytes, database_read: str | None = None) -> Flask:
+    """bench/bare_app.py (the one beside this file) serving ``body``, running the one
+    statement ``database_read`` names ("counter" or "page") first, if any."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as body_file:
+        body_file.write(body)
+        body_file.flush()
+        os.environ["BENCH_BODY_FILE"] = body_file.name  # read once, as the module loads
+        if database_read:
+            os.environ["BENCH_DB_READ"] = database_read
+        spec = importlib.util.spec_from_file_location(
+            "bench_bare_app", Path(__file__).with_name("bare_app.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    app: Flask = module.app
+    return app
+
+
 def microseconds(call: Callable[[], bytes], requests: int) -> tuple[float, float]:
     """Microseconds a request: wall time, and this process's CPU time (the database's
     own work and the waits for it left out)."""
@@ -94,23 +113,17 @@ def main() -> int:
     if args.token:
         calls["service page 1, signed in"] = caller(apps["service page 1, cache on"],
                                                     args.token)
-    body = calls["service page 1, cache on"]()
-    with tempfile.NamedTemporaryFile(suffix=".json") as body_file:
-        body_file.write(body)
-        body_file.flush()
-        os.environ["BENCH_BODY_FILE"] = body_file.name
-        from bench.bare_app import app as bare
-
-        calls = {"bare Flask view, same body": caller(bare), **calls}
-        timings: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
-        stderr, sys.stderr = sys.stderr, open(os.devnull, "w")  # noqa: SIM115
-        try:
-            for _ in range(args.rounds):
-                for name, call in calls.items():
-                    timings[name].append(microseconds(call, args.requests))
-        finally:
-            sys.stderr.close()
-            sys.stderr = stderr
+    bare = bare_app(calls["service page 1, cache on"]())
+    calls = {"bare Flask view, same body": caller(bare), **calls}
+    timings: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
+    stderr, sys.stderr = sys.stderr, open(os.devnull, "w")  # noqa: SIM115
+    try:
+        for _ in range(args.rounds):
+            for name, call in calls.items():
+                timings[name].append(microseconds(call, args.requests))
+    finally:
+        sys.stderr.close()
+        sys.stderr = stderr
     for name, values in timings.items():
         walls, cpus = [wall for wall, _ in values], [cpu for _, cpu in values]
         print(f"{name:<30} {statistics.median(walls):>8.1f} µs a request, "

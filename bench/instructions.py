@@ -39,26 +39,15 @@ WARM_UP = 30
 # by this checkout's bench/in_process.py (argv: mode, requests, key, that file); a bare
 # case serves the body of the service's page 1 from this checkout's bench/bare_app.py.
 _RUN = """
-import importlib.util, os, sys, tempfile
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-in_process = load("in_process", sys.argv[4])
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("in_process", sys.argv[4])
+in_process = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(in_process)
 sys.path.insert(0, os.getcwd())  # the checkout's service, not the one beside that file
 mode = sys.argv[1]
 if mode.startswith("bare"):
     body = in_process.caller(in_process.service_app(64))()
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as body_file:
-        body_file.write(body)
-    os.environ["BENCH_BODY_FILE"] = body_file.name
-    if ":" in mode:
-        os.environ["BENCH_DB_READ"] = mode.partition(":")[2]
-    bare = load("bare_app", os.path.join(os.path.dirname(sys.argv[4]), "bare_app.py"))
-    sys.path.insert(0, os.getcwd())
-    call = in_process.caller(bare.app)
-    os.unlink(body_file.name)
+    call = in_process.caller(in_process.bare_app(body, mode.partition(":")[2] or None))
 else:
     call = in_process.caller(in_process.service_app(int(mode)), sys.argv[3] or None)
 sys.stderr = open(os.devnull, "w")

@@ -104,3 +104,8 @@ def test_instructions_a_request_are_the_difference_of_two_counts_over_the_reques
     assert instructions.per_request(Path("."), 100, yardsticks=True, counter=counter) == {
         "page 1, cache on": 2_000, "page 1, cache off": 3_000, "bare Flask view": 500,
         "bare view + counter read": 800, "bare view + page read": 1_200}
+
+
+def test_the_in_process_bare_view_serves_the_body_it_is_given():
+    call = in_process.caller(in_process.bare_app(b'{"results": []}'))
+    assert call() == b'{"results": []}'
