@@ -65,10 +65,10 @@ def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any
     Not in autocommit, though that would spare the BEGIN before it and the ROLLBACK after
     it: a server session whose connection was cut without a word mid-read would then sit
     idle, which no timeout ends, where inside a transaction the server ends it after the
-    idle-in-transaction timeout (in autocommit, the fault test that cuts connections every
-    0.3 s once ran the server out of connections). And SQLAlchemy's own autocommit level would
-    be reset on the connection's return, which raises once the response deadline has
-    closed the connection."""
+    idle-in-transaction timeout (in autocommit, the fault test that cuts connections
+    every 0.3 s once ran the server out of connections). And SQLAlchemy's own autocommit
+    level would be reset on the connection's return, which raises once the response
+    deadline has closed the connection."""
     for attempt in (1, 2):
         with engine.connect() as conn:
             try:
