@@ -48,6 +48,10 @@ PAGE_HEADERS = {
 NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 
+# The headers Werkzeug rewrites as it sends them (an IRI becomes a URI).
+_LOCATIONS = frozenset({"location", "content-location"})
+
+
 class APIResponse(Response):
     """A response whose 304 keeps ``Allow``.
 
@@ -58,6 +62,14 @@ class APIResponse(Response):
     """
 
     def get_wsgi_headers(self, environ: WSGIEnvironment) -> Headers:
+        """The headers as sent. When Werkzeug would change nothing (a status with a body,
+        its Content-Length known, no Location to turn into a URI), they are the
+        response's own, not a copy: Werkzeug's copy checks every header a second time."""
+        status = self.status_code
+        if not (status < 200 or status in (204, 304)):
+            names = {name.lower() for name, _ in self.headers}
+            if "content-length" in names and not names & _LOCATIONS:
+                return self.headers
         headers = super().get_wsgi_headers(environ)
         if self.status_code == 304 and "Allow" in self.headers and "Allow" not in headers:
             headers["Allow"] = self.headers["Allow"]
