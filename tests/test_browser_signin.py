@@ -327,3 +327,23 @@ def test_the_openapi_document_names_the_cookie_standalone_only(client, database_
     finally:
         with host.app_context():
             engine.get_engine().dispose()
+
+
+def test_without_a_cookie_header_no_cookie_is_parsed(app):
+    """A request that sent no Cookie header opens an empty session without parsing one
+    (``request.cookies`` is cached on the request once asked for)."""
+    interface = app.session_interface
+    with app.test_request_context(LIST) as ctx:
+        opened = interface.open_session(app, ctx.request)
+        assert opened is not None and dict(opened) == {}
+        assert browser_session.signed_cookie(ctx.request, app) is None
+        assert "cookies" not in ctx.request.__dict__
+
+
+def test_other_cookies_alone_open_an_empty_session(app):
+    interface = app.session_interface
+    with app.test_request_context(LIST, headers={"Cookie": "theme=dark; lang=en"}) as ctx:
+        opened = interface.open_session(app, ctx.request)
+        assert opened is not None and dict(opened) == {}
+        assert browser_session.signed_cookie(ctx.request, app) is None
+        assert ctx.request.cookies["theme"] == "dark"

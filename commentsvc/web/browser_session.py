@@ -46,8 +46,10 @@ class SessionInterface(SecureCookieSessionInterface):
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
         """A request without the cookie gets an empty session straight away: Flask's own
         would first build the cookie's signer (itsdangerous), about a tenth of what a
-        whole page request costs, only to find nothing to check."""
-        if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
+        whole page request costs, only to find nothing to check. Without a Cookie header
+        at all, the cookies are not even parsed."""
+        if app.secret_key and not (_has_cookies(request)
+                                   and request.cookies.get(self.get_cookie_name(app))):
             return self.session_class()
         return super().open_session(app, request)
 
@@ -80,12 +82,18 @@ def signed_cookie(req: Request, app: Flask) -> tuple[str, str] | None:
     The session is only opened when the cookie came with the request, so an answer to a
     request without it never gains ``Vary: Cookie``.
     """
-    if app.config["SESSION_COOKIE_NAME"] not in req.cookies:
+    if not _has_cookies(req) or app.config["SESSION_COOKIE_NAME"] not in req.cookies:
         return None
     digest, token = session.get(DIGEST), session.get(CSRF)
     if not (isinstance(digest, str) and isinstance(token, str)):
         return None
     return digest, token
+
+
+def _has_cookies(req: Request) -> bool:
+    """Whether the request came with a Cookie header: most API requests come without,
+    and asking ``req.cookies`` would parse an empty one into a dictionary first."""
+    return bool(req.environ.get("HTTP_COOKIE"))
 
 
 def csrf_token() -> str:
