@@ -176,3 +176,55 @@ def test_a_scrape_reads_again_past_a_file_another_worker_is_only_making(app, tmp
     response = app.test_client().get("/metrics")
     assert response.status_code == 200, response.get_data(as_text=True)
     assert b"commentsvc_db_pool_connections_in_use" in response.data
+
+
+def lock_counts(client) -> tuple[float, float]:
+    """How many writers' transactions /metrics has seen waiting for and holding the lock."""
+    samples = scrape(client)
+    return tuple(next(s.value for s in samples[name] if s.name == f"{name}_count")
+                 for name in ("commentsvc_writers_lock_wait_seconds",
+                              "commentsvc_writers_lock_held_seconds"))
+
+
+def test_each_writers_transaction_is_timed_once(client, community):
+    before = lock_counts(client)[0]  # the community was written with the lock too
+
+    def timed() -> tuple[float, float]:
+        waited, held = lock_counts(client)
+        return waited - before, held - before
+
+    ann = community.auth("ann")
+    posted = client.post("/api/comments/", headers=ann, json={
+        "content_type": "comics.comicpage", "object_id": 10, "body": "hi"})
+    assert posted.status_code == 201
+    assert timed() == (1.0, 1.0)
+    assert client.delete(posted.headers["Location"], headers=ann).status_code == 204
+    assert timed() == (2.0, 2.0)
+    refused = client.post("/api/comments/", headers=ann, json={
+        "content_type": "comics.comicpage", "object_id": 999999, "body": "hi"})
+    assert refused.status_code == 400  # checked under the lock, which it held meanwhile
+    assert timed() == (3.0, 3.0)
+    assert client.get("/api/comments/").status_code == 200
+    assert timed() == (3.0, 3.0)  # reads take no lock
+
+
+def test_a_transaction_that_fails_is_timed_to_its_rollback(app):
+    told = []
+    app.extensions[engine.WRITERS_LOCK_OBSERVER] = lambda waited, held: told.append(
+        (waited, held))
+    with app.app_context():
+        try:
+            with engine.writing(engine.get_engine()):
+                raise LookupError("the writer's own failure")
+        except LookupError:
+            pass
+        with engine.writing(engine.get_engine()):
+            pass
+    assert len(told) == 2 and all(waited >= 0 and held >= 0 for waited, held in told)
+
+
+def test_without_an_app_a_writer_tells_no_one(app):
+    with app.app_context():
+        found = engine.get_engine()
+    with engine.writing(found) as conn:
+        assert conn.exec_driver_sql("SELECT 1").scalar() == 1

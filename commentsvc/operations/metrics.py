@@ -1,5 +1,6 @@
 """Prometheus metrics of one app: requests by endpoint and status, their latency, the
-database pool's connections in use, and webhook delivery (operations.event_metrics).
+database pool's connections in use, how long writers wait for and hold the site's one
+writers' lock (storage.engine.writing), and webhook delivery (operations.event_metrics).
 
 Each app has a registry of its own (not the client library's global one), so many apps in
 one process (tests, a host with several) never collide. Labels are bounded: the endpoint
@@ -8,8 +9,8 @@ and ``unmatched`` for a request no route matched; an unusual method counts as ``
 
 Under gunicorn each worker keeps its own figures and ``/metrics`` answers with the figures
 of the worker that serves the scrape, unless ``PROMETHEUS_MULTIPROC_DIR`` names a directory
-(emptied before the service starts) in which the workers share their request figures;
-the pool gauge is always the answering worker's.
+(emptied before the service starts) in which the workers share their request and lock
+figures; the pool gauge is always the answering worker's.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from commentsvc.operations.event_metrics import EventsCollector
-from commentsvc.storage.engine import get_engine
+from commentsvc.storage.engine import WRITERS_LOCK_OBSERVER, get_engine
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
 _EXTENSION = "commentsvc_metrics"
@@ -40,6 +41,11 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 # From a cached page or a 304 (well under a millisecond) to a stuck database (seconds).
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
            10.0)
+
+# A writers' transaction holds the lock from a fraction of a millisecond (one post) to
+# minutes (an import).
+LOCK_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+                10.0)
 
 
 class RequestMetrics:
@@ -54,6 +60,16 @@ class RequestMetrics:
             "commentsvc_request_duration_seconds",
             "Seconds from the start of a request's handling to its response, by method and "
             "endpoint.", ("method", "endpoint"), buckets=BUCKETS, registry=self.registry)
+        self.lock_wait = Histogram(
+            "commentsvc_writers_lock_wait_seconds",
+            "Seconds a writers' transaction (a batch of writes, an import) waited for the "
+            "site's one writers' lock, from asking for a connection.",
+            buckets=LOCK_BUCKETS, registry=self.registry)
+        self.lock_held = Histogram(
+            "commentsvc_writers_lock_held_seconds",
+            "Seconds a writers' transaction held the site's one writers' lock, to its "
+            "commit or rollback.", buckets=LOCK_BUCKETS, registry=self.registry)
+        app.extensions[WRITERS_LOCK_OBSERVER] = self.writers_lock
         self.registry.register(PoolCollector(app))
         self.registry.register(EventsCollector(app))
         self._counted: dict[tuple[str, str, int], Counter] = {}
@@ -66,6 +82,11 @@ class RequestMetrics:
             counted = self._bind(method, endpoint, status)
         counted.inc()
         self._timed[method if method in METHODS else "other", endpoint].observe(seconds)
+
+    def writers_lock(self, waited: float, held: float) -> None:
+        """One writers' transaction: how long it waited for the lock, how long it held it."""
+        self.lock_wait.observe(waited)
+        self.lock_held.observe(held)
 
     def _bind(self, method: str, endpoint: str, status: int) -> Counter:
         """Bind the children of a label combination seen for the first time."""

@@ -14,9 +14,10 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from time import perf_counter
 from typing import Any, TypeVar
 
-from flask import current_app
+from flask import current_app, has_app_context
 from sqlalchemy import event, inspect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -162,6 +163,11 @@ WRITER_OPTION = "commentsvc_writer"
 POSITIONS_LOCK = 0x636F6D6D  # "comm"
 
 
+# Where an app keeps what it is told of each writers' transaction (operations.metrics):
+# a function of (seconds waited for the lock, seconds it was held).
+WRITERS_LOCK_OBSERVER = "commentsvc.writers_lock"
+
+
 @contextmanager
 def writing(engine: Engine, unlimited: bool = False,
             bulk: bool = False) -> Iterator[Connection]:
@@ -172,9 +178,27 @@ def writing(engine: Engine, unlimited: bool = False,
     (commands) lifts the statement timeout first, also for the wait for the lock.
     ``bulk`` (import, seed) raises the bulk writers' flag, and while it is up any other
     writer gets bulk_lock.WritesPaused (503) at once instead of waiting (see bulk_lock).
+
+    The app's observer (``WRITERS_LOCK_OBSERVER``), if any, is told how long the lock was
+    waited for and how long it was held, to the transaction's end: one lock serves the
+    whole site, so its share of the time is what the site's writes can grow into.
     """
-    with bulk_lock.sqlite_flag(engine, bulk), _locked_writer(engine, unlimited, bulk) as conn:
-        yield conn
+    started = perf_counter()
+    locked = None
+    try:
+        with bulk_lock.sqlite_flag(engine, bulk), \
+                _locked_writer(engine, unlimited, bulk) as conn:
+            locked = perf_counter()
+            yield conn
+    finally:
+        if locked is not None:
+            _tell_observer(locked - started, perf_counter() - locked)
+
+
+def _tell_observer(waited: float, held: float) -> None:
+    observer = current_app.extensions.get(WRITERS_LOCK_OBSERVER) if has_app_context() else None
+    if observer is not None:
+        observer(waited, held)
 
 
 @contextmanager
