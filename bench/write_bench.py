@@ -9,6 +9,10 @@ two in ten a reply to one of the comments written so far, one in ten a DELETE of
 its own earlier comments. Then page 1 of the site's list is read by 8 clients, alone and
 while 8 writers write, for the ratio of the two.
 
+Each step also reports how the site's one writers' lock was used, from the service's
+/metrics (its workers' figures shared): the share of the step's time it was held, and per
+writers' transaction the milliseconds it was held and waited for and the writes it took.
+
 Afterwards every list is walked and must be exact: every position of the whole site's
 list, of each kind's and of each target's runs 1..n in (date, id) order with its counter
 row saying n, every target's pages (over HTTP) hold exactly its comments newest first,
@@ -32,6 +36,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -39,6 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from commentsvc.storage.database_urls import normalise_url  # noqa: E402
@@ -178,18 +184,60 @@ def summary(answers: list[tuple[str, int, float]], seconds: float) -> dict:
     }
 
 
+# The writers' lock histograms of /metrics (operations.metrics), by what they measure.
+LOCK_FAMILIES = {"waited": "commentsvc_writers_lock_wait_seconds",
+                 "held": "commentsvc_writers_lock_held_seconds"}
+
+
+def lock_totals(metrics_text: str) -> dict[str, float] | None:
+    """From /metrics: writers' transactions, and the seconds they waited for the lock and
+    held it, all told; None from a service that does not time its lock."""
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for what, name in LOCK_FAMILIES.items():
+            if family.name == name:
+                for sample in family.samples:
+                    if sample.name == f"{name}_sum":
+                        sums[what] = sample.value
+                    elif sample.name == f"{name}_count":
+                        sums["transactions"] = sample.value
+    return sums if len(sums) == 3 else None
+
+
+def lock_use(before: dict[str, float] | None, after: dict[str, float] | None,
+             writes: int, seconds: float) -> dict[str, float] | None:
+    """How the site's one writers' lock was used between two readings of ``lock_totals``
+    while ``writes`` writes were answered in ``seconds``: the share of the time it was
+    held, and per transaction the milliseconds it was held and waited for, and writes."""
+    if before is None or after is None or after["transactions"] == before["transactions"]:
+        return None
+    transactions = after["transactions"] - before["transactions"]
+    held, waited = after["held"] - before["held"], after["waited"] - before["waited"]
+    return {"held_share": round(held / seconds, 3),
+            "held_ms_a_transaction": round(held / transactions * 1000, 2),
+            "waited_ms_a_transaction": round(waited / transactions * 1000, 2),
+            "writes_a_transaction": round(writes / transactions, 2)}
+
+
+def read_lock_totals(base: str) -> dict[str, float] | None:
+    status, _, body = Client(base).send("GET", "/metrics")
+    return lock_totals(body.decode("utf-8")) if status == 200 else None
+
+
 @contextmanager
 def service(root: Path, database_url: str, workers: int = 2):
-    """gunicorn serving the checkout ``root`` (its gunicorn.conf.py, ``workers`` workers)."""
+    """gunicorn serving the checkout ``root`` (its gunicorn.conf.py, ``workers`` workers),
+    its workers' metrics shared (PROMETHEUS_MULTIPROC_DIR), so /metrics adds them up."""
     port = free_port()
     log = open(os.devnull, "wb")  # noqa: SIM115 - closed below
+    shared_metrics = tempfile.TemporaryDirectory(prefix="write-bench-metrics-")
     process = subprocess.Popen(
         [GUNICORN, "--config", str(root / "gunicorn.conf.py"), "--bind",
          f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning",
          "wsgi:app"],
         cwd=root, stdout=log, stderr=log,
         env={**os.environ, "DATABASE_URL": database_url, "COMMENTSVC_POST_RATE_LIMIT": "",
-             "PYTHONPATH": str(root)})
+             "PYTHONPATH": str(root), "PROMETHEUS_MULTIPROC_DIR": shared_metrics.name})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -202,6 +250,7 @@ def service(root: Path, database_url: str, workers: int = 2):
         process.terminate()
         process.wait(timeout=30)
         log.close()
+        shared_metrics.cleanup()
 
 
 @contextmanager
@@ -225,8 +274,11 @@ def measure(root: Path, database_url: str, args: argparse.Namespace) -> dict:
     with service(root, database_url, args.workers) as base:
         writers = Writers(base, tokens, community.targets, marker, args.replies, args.deletes)
         for clients in args.clients:
-            results["writes"][clients] = summary(writers.run(clients, args.duration),
-                                                 args.duration)
+            held_before = read_lock_totals(base)
+            answers = writers.run(clients, args.duration)
+            results["writes"][clients] = summary(answers, args.duration)
+            results["writes"][clients]["writers_lock"] = lock_use(
+                held_before, read_lock_totals(base), len(answers), args.duration)
             print(f"  {clients:>2} clients: {results['writes'][clients]}", flush=True)
         alone = summary(read_page1(base, READERS, args.duration), args.duration)
         during: list = []

@@ -1,4 +1,5 @@
-"""The HTTP benchmark's own logic: its random requests, its ratios and its charts."""
+"""The benchmarks' own logic: the HTTP bench's random requests, ratios and charts, the
+in-process and instruction counts, and the write bench's reading of the writers' lock."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from bench import charts, http_bench, in_process, instructions
+from bench import charts, http_bench, in_process, instructions, write_bench
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -109,3 +110,25 @@ def test_instructions_a_request_are_the_difference_of_two_counts_over_the_reques
 def test_the_in_process_bare_view_serves_the_body_it_is_given():
     call = in_process.caller(in_process.bare_app(b'{"results": []}'))
     assert call() == b'{"results": []}'
+
+
+def test_the_write_bench_reads_the_writers_lock_from_the_services_metrics(client, community):
+    before = write_bench.lock_totals(client.get("/metrics").get_data(as_text=True))
+    assert client.post("/api/comments/", headers=community.auth("ann"), json={
+        "content_type": "comics.comicpage", "object_id": 10, "body": "hi"}).status_code == 201
+    after = write_bench.lock_totals(client.get("/metrics").get_data(as_text=True))
+    assert before is not None and after is not None
+    assert after["transactions"] == before["transactions"] + 1
+    assert after["held"] > before["held"] and after["waited"] > before["waited"]
+    assert write_bench.lock_totals("# HELP other_total x\n# TYPE other_total counter\n"
+                                   "other_total 1.0\n") is None  # a service without them
+
+
+def test_the_writers_lock_use_is_shares_and_means_over_the_transactions():
+    before = {"transactions": 10.0, "held": 1.0, "waited": 0.5}
+    after = {"transactions": 110.0, "held": 3.0, "waited": 1.5}
+    assert write_bench.lock_use(before, after, writes=250, seconds=4) == {
+        "held_share": 0.5, "held_ms_a_transaction": 20.0, "waited_ms_a_transaction": 10.0,
+        "writes_a_transaction": 2.5}
+    assert write_bench.lock_use(None, after, 250, 4) is None
+    assert write_bench.lock_use(after, after, 0, 4) is None
