@@ -228,3 +228,15 @@ def test_without_an_app_a_writer_tells_no_one(app):
         found = engine.get_engine()
     with engine.writing(found) as conn:
         assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+
+
+def test_an_observer_that_fails_fails_no_writer(app, caplog):
+    """A commit is the writer's answer: a timing that cannot be recorded is only logged."""
+    def broken(waited, held):
+        raise OSError("no space left for the metrics file")
+
+    app.extensions[engine.WRITERS_LOCK_OBSERVER] = broken
+    with app.app_context():
+        with engine.writing(engine.get_engine()) as conn:
+            conn.exec_driver_sql("SELECT 1")
+    assert "the writers' lock timing was not recorded" in caplog.text

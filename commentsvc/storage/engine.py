@@ -7,6 +7,7 @@ Standalone, app.py sets Flask-SQLAlchemy up; mounted, the host's own extension s
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import sqlite3
 import threading
@@ -29,6 +30,8 @@ from commentsvc.storage.database_urls import normalise_url
 from commentsvc.storage.queries import connections, schema
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema.sql"
 
@@ -196,9 +199,15 @@ def writing(engine: Engine, unlimited: bool = False,
 
 
 def _tell_observer(waited: float, held: float) -> None:
+    """Tell the app's observer, whose failure (a metrics file that cannot be written) is
+    logged, never the writer's: its transaction has committed or failed on its own."""
     observer = current_app.extensions.get(WRITERS_LOCK_OBSERVER) if has_app_context() else None
-    if observer is not None:
+    if observer is None:
+        return
+    try:
         observer(waited, held)
+    except Exception:
+        log.exception("the writers' lock timing was not recorded")
 
 
 @contextmanager
