@@ -48,8 +48,7 @@ class SessionInterface(SecureCookieSessionInterface):
         would first build the cookie's signer (itsdangerous), about a tenth of what a
         whole page request costs, only to find nothing to check. Without a Cookie header
         at all, the cookies are not even parsed."""
-        if app.secret_key and not (_has_cookies(request)
-                                   and request.cookies.get(self.get_cookie_name(app))):
+        if app.secret_key and not _sent_cookie(request, self.get_cookie_name(app)):
             return self.session_class()
         return super().open_session(app, request)
 
@@ -82,7 +81,7 @@ def signed_cookie(req: Request, app: Flask) -> tuple[str, str] | None:
     The session is only opened when the cookie came with the request, so an answer to a
     request without it never gains ``Vary: Cookie``.
     """
-    if not _has_cookies(req) or app.config["SESSION_COOKIE_NAME"] not in req.cookies:
+    if not _sent_cookie(req, app.config["SESSION_COOKIE_NAME"]):
         return None
     digest, token = session.get(DIGEST), session.get(CSRF)
     if not (isinstance(digest, str) and isinstance(token, str)):
@@ -90,10 +89,11 @@ def signed_cookie(req: Request, app: Flask) -> tuple[str, str] | None:
     return digest, token
 
 
-def _has_cookies(req: Request) -> bool:
-    """Whether the request came with a Cookie header: most API requests come without,
-    and asking ``req.cookies`` would parse an empty one into a dictionary first."""
-    return bool(req.environ.get("HTTP_COOKIE"))
+def _sent_cookie(req: Request, name: str) -> bool:
+    """Whether the request came with the cookie ``name``, not empty. Most API requests
+    send no Cookie header at all, and asking ``req.cookies`` would first parse an empty
+    one into a dictionary."""
+    return bool(req.environ.get("HTTP_COOKIE")) and bool(req.cookies.get(name))
 
 
 def csrf_token() -> str:
