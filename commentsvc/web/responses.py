@@ -71,7 +71,7 @@ class APIResponse(Response):
             if "content-length" in names and not names & _LOCATIONS:
                 return self.headers
         headers = super().get_wsgi_headers(environ)
-        if self.status_code == 304 and "Allow" in self.headers and "Allow" not in headers:
+        if status == 304 and "Allow" in self.headers and "Allow" not in headers:
             headers["Allow"] = self.headers["Allow"]
         return headers
 
