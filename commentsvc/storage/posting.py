@@ -66,10 +66,14 @@ class BatchFacts:
     sizes: dict[str, int]
     max_id: int
     newest_date: datetime | None
+    # Sign-in key digests still kept, and whose they are (those asked for).
+    keys: dict[str, int]
 
 
-def read_facts(conn: Connection, posts: Sequence[store.NewComment]) -> BatchFacts:
-    """The authors, targets, parents and lists of these posts, and the site's top."""
+def read_facts(conn: Connection, posts: Sequence[store.NewComment],
+               digests: Sequence[str] = ()) -> BatchFacts:
+    """The authors, targets, parents and lists of these posts, and the site's top; and
+    which of the sign-in keys ``digests`` are still kept, and whose (web.known_keys)."""
     ids: dict[str, set[int]] = {name: set() for name in q.TARGET_PARAMETERS.values()}
     for post in posts:
         name = q.TARGET_PARAMETERS.get(post.content_type)
@@ -81,8 +85,9 @@ def read_facts(conn: Connection, posts: Sequence[store.NewComment]) -> BatchFact
                                    if post.parent_id is not None and _valid_id(post.parent_id)})
     params["list_keys"] = sorted({c.key for post in posts
                                   for c in lists_of(post.content_type, post.object_id)})
+    params["digests"] = sorted(set(digests))
     facts = BatchFacts({}, {content_type: set() for content_type in q.TARGET_KINDS}, {},
-                       dict.fromkeys(params["list_keys"], 0), 0, None)
+                       dict.fromkeys(params["list_keys"], 0), 0, None, {})
     kinds = {kind: content_type for content_type, kind in q.TARGET_KINDS.items()}
     if conn.dialect.name == "postgresql":
         rows = prepared.run(conn, q.BATCH_FACTS_PREPARED, params)
@@ -97,6 +102,8 @@ def read_facts(conn: Connection, posts: Sequence[store.NewComment]) -> BatchFact
             facts.parents[row_id] = _Parent(name, number, root or row_id, bool(flag))
         elif kind == "list":
             facts.sizes[name] = number
+        elif kind == "key":
+            facts.keys[name] = row_id
         else:  # top
             facts.max_id, facts.newest_date = row_id, moment
     return facts

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Request
 from sqlalchemy.engine import Connection, Engine
@@ -22,19 +22,25 @@ from commentsvc.storage import prepared
 from commentsvc.storage.queries import auth as sql
 from commentsvc.web.exceptions import APIError, PermissionDenied
 
+if TYPE_CHECKING:
+    from commentsvc.web.known_keys import KnownKeys
+
 CHALLENGE = 'Token realm="api"'
 
 
 @dataclass(frozen=True)
 class Viewer:
     """The signed-in user. ``csrf_token`` is set when the sign-in cookie signed them in:
-    their unsafe requests must then carry it (browser_session)."""
+    their unsafe requests must then carry it (browser_session). ``unconfirmed_key`` is
+    set when a key this process knew signed them in without being read for this request
+    (web.known_keys): the digest that must still be confirmed."""
 
     id: int
     is_staff: bool = False
     username: str | None = None
     avatar: str | None = None
     csrf_token: str | None = None
+    unconfirmed_key: str | None = None
 
 
 class AuthenticationFailed(APIError):
@@ -54,9 +60,12 @@ def new_key() -> str:
 
 
 def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | None,
-                   signed_cookie: tuple[str, str] | None = None) -> Viewer | None:
+                   signed_cookie: tuple[str, str] | None = None,
+                   known: KnownKeys | None = None) -> Viewer | None:
     """The user of ``Authorization: Token <key>``; without a Token header, the user of
-    the sign-in cookie's (key digest, CSRF token), else the host's."""
+    the sign-in cookie's (key digest, CSRF token), else the host's. Given ``known``
+    (a post's), a key known there is not read, and the viewer is unconfirmed
+    (web.known_keys); one read here is remembered there."""
     scheme, _, credentials = req.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "token":
         words = credentials.split()
@@ -65,9 +74,15 @@ def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | Non
         if len(words) > 1:
             raise AuthenticationFailed(
                 "Invalid token header. Token string should not contain spaces.")
-        viewer = viewer_by_digest(engine, hash_key(words[0]))
+        digest = hash_key(words[0])
+        viewer = known.get(digest) if known is not None else None
+        if viewer is not None:
+            return viewer
+        viewer = viewer_by_digest(engine, digest)
         if viewer is None:
             raise AuthenticationFailed()
+        if known is not None:
+            known.keep(digest, viewer)
         return viewer
     if signed_cookie is not None:
         digest, csrf_token = signed_cookie

@@ -19,7 +19,7 @@ from commentsvc.web.rendering import (
     shown,
 )
 from commentsvc.web.responses import ALLOW, DETAIL_ALLOW, api_response, encoded_response
-from commentsvc.web.viewer import signed_in, viewer_of
+from commentsvc.web.viewer import posted_as, signed_in, viewer_of
 
 
 class CommentListView(MethodView):
@@ -47,8 +47,7 @@ class CommentListView(MethodView):
         """
         service = current.service()
         representation = negotiation.choose(request)
-        viewer = signed_in(request, service.settings, service.browser_sign_in)
-        written = writes.post(request, viewer, service)
+        viewer, written = posted_as(request, service, writes.post)
         if representation == HTML:
             response = comment_response(
                 request, written.payload, HTML, method="POST", status=201, viewer=viewer,

@@ -5,7 +5,8 @@ durable.
 
 Inside the batch each write meets the same rules, in the same order, as it would alone:
 its Idempotency-Key is looked up (a replay gets the first answer); a delete or a read
-mark (a ``Change``, web.writes) is checked, then applied; a post's author must be known,
+mark (a ``Change``, web.writes) is checked, then applied; a post's sign-in key must
+still be kept when it was not read before (web.known_keys), its author must be known,
 its target and parent must pass the checks, and the user's posting limit is taken. A
 write refused by any of them writes nothing and leaves the others be. The changes run
 first, one after another; then the posts are written together
@@ -205,9 +206,15 @@ def _write_posts(conn: Connection, service: CommentService, posts: dict[int, Pos
     settings = service.settings
     news = {i: _new(post) for i, post in posts.items()}
     waiting = list(posts)
-    facts = posting.read_facts(conn, list(news.values()))
+    facts = posting.read_facts(conn, list(news.values()), [
+        post.viewer.unconfirmed_key for post in posts.values()
+        if post.viewer.unconfirmed_key is not None])
     for i in waiting:
         viewer = posts[i].viewer
+        if viewer.unconfirmed_key is not None \
+                and facts.keys.get(viewer.unconfirmed_key) != viewer.id:
+            outcomes[i] = auth.AuthenticationFailed()  # revoked since (web.known_keys)
+            continue
         if viewer.id in facts.authors:
             continue
         if viewer.username is None:

@@ -20,6 +20,8 @@ from commentsvc.storage.queries.prepared import Prepared
 #   list    name = list key, number = size              (the lists the batch adds to)
 #   top     id = the highest comment id, moment = the date of the site's newest comment
 #           (NULL on an empty site)
+#   key     id = its user, name = a sign-in key's digest  (the keys still kept, of the
+#           posts whose key was not read before: web.known_keys)
 # Primary keys throughout, and the site position index for the newest comment.
 _FACTS_BODY = """
     SELECT 'author' AS kind, id, username AS name, avatar AS text,
@@ -39,13 +41,16 @@ _FACTS_BODY = """
     SELECT 'list', NULL, list_key, NULL, n, NULL, NULL, NULL
     FROM commentsvc_list_count WHERE list_key {list_keys}
     UNION ALL
+    SELECT 'key', user_id, digest, NULL, NULL, NULL, NULL, NULL
+    FROM commentsvc_token WHERE digest {digests}
+    UNION ALL
     SELECT 'top', (SELECT COALESCE(MAX(id), 0) FROM commentsvc_comment), NULL, NULL, NULL,
            NULL, NULL,
            (SELECT date_added FROM commentsvc_comment
             WHERE site_pos = (SELECT n FROM commentsvc_list_count WHERE list_key = 'site'))
 """
 _FACTS_PARAMETERS = {"author_ids": "bigint[]", "user_ids": "bigint[]", "page_ids": "bigint[]",
-                     "parent_ids": "bigint[]", "list_keys": "text[]"}
+                     "parent_ids": "bigint[]", "list_keys": "text[]", "digests": "text[]"}
 
 # As one statement of SQLAlchemy's, each set of ids or keys an expanding IN list (SQLite).
 BATCH_FACTS = text(_FACTS_BODY.format(**{name: f"IN :{name}" for name in _FACTS_PARAMETERS})
