@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import orjson
 import pytest
@@ -225,3 +226,24 @@ def test_import_and_seed_store_every_comments_render(app, runner):
     for entry in served:
         expected_part = orjson.loads(stored_parts[entry["id"]])
         assert {k: entry[k] for k in expected_part} == expected_part
+
+
+@given(st.sampled_from(SETTINGS), names, st.none() | st.just("") | names, bodies,
+       st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+       st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30)),
+       st.sampled_from(["nobody", "author", "staff", "other"]))
+def test_a_written_comments_answer_from_its_stored_render_is_the_schemas_dump(
+        setting, username, avatar, body, is_root, is_deleted, is_anonymous, is_read,
+        date_added, who):
+    """A post answers with its entry made from the render it just stored
+    (rules.rendered.entry), never a second dump: they are the same, for every viewer."""
+    time_zone, default_avatar = setting
+    comment = store.Comment(7, None if is_root else 3, 40, username, avatar, body, date_added,
+                            is_deleted, is_anonymous, is_read, [] if is_root else None)
+    viewer = {"nobody": None, "author": auth.Viewer(40), "staff": auth.Viewer(41, True),
+              "other": auth.Viewer(42)}[who]
+    display = Display(ZoneInfo(time_zone), default_avatar)
+    stored, _ = renders.Renderer(display, "key").render(comment)
+    entry = rendered.entry(stored, comment.author_id, is_deleted, is_root, viewer)
+    assert orjson.dumps(entry) == orjson.dumps(dump_comments(
+        [comment], Display(display.tz, default_avatar, viewer))[0])

@@ -75,6 +75,16 @@ def with_viewer(shown: dict[str, Any], author_id: int, is_deleted: bool,
     return shown
 
 
+def entry(stored: str, author_id: int, is_deleted: bool, is_root: bool,
+          viewer: permissions.User | None) -> dict[str, Any]:
+    """A list entry of a comment without replies (one just written) made from its stored
+    part: what the comment schema dumps for it (a root's replies ``[]``, a reply's null),
+    without dumping it again."""
+    shown = with_viewer(orjson.loads(stored), author_id, is_deleted, viewer)
+    shown["replies"] = [] if is_root else None
+    return shown
+
+
 def stored_part(comment: Comment, display: Display) -> dict[str, Any]:
     """The stored part of ``comment`` rendered now, as a dict (a page that found the stored
     one out of date)."""

@@ -147,10 +147,10 @@ def _target_found(facts: BatchFacts, post: store.NewComment,
 
 
 def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewComment],
-                settings: Settings) -> list[store.Comment]:
+                settings: Settings) -> list[tuple[store.Comment, str]]:
     """Write posts that ``check_batch`` passed (their authors in ``facts.authors``), each
     with its stored render and its comment.created event; the comments as lists show
-    them, in order.
+    them, in order, each with its stored render.
 
     The ids and the date are decided here, under the writers' lock: each post gets the
     next id and the batch's one date, so each is the newest comment of its three lists
@@ -195,7 +195,7 @@ def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewCo
         for grow in grown:
             conn.execute(q.GROW_LIST, grow)
         outbox.insert_rows(conn, events)
-    return [comment for comment, _ in made]
+    return made
 
 
 def _arrays(rows: list[dict[str, Any]], skip: frozenset[str] | set[str] = frozenset()
@@ -218,7 +218,7 @@ def _subject(comment: store.Comment, post: store.NewComment) -> Subject:
 
 
 def _write_one(conn: Connection, post: store.NewComment,
-               renderer: renders.Renderer) -> store.Comment:
+               renderer: renders.Renderer) -> tuple[store.Comment, str]:
     """One post the slow way (a clock behind the newest comment): placed by
     store.add_comment, which makes room for it, then rendered and its event recorded."""
     comment = store.one(conn, store.add_comment(conn, replace(post, date_added=None)))
@@ -226,4 +226,4 @@ def _write_one(conn: Connection, post: store.NewComment,
         raise LookupError(post)
     shown = renderer.save_one(conn, comment)
     outbox.insert_rows(conn, outbox.created_rows([(_subject(comment, post), shown)]))
-    return comment
+    return comment, shown

@@ -18,17 +18,17 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from commentsvc.rules import rendered
 from commentsvc.storage import group_commit, posting, prepared, store
 from commentsvc.storage.engine import get_engine, hung, writing
 from commentsvc.web import auth, idempotency
 from commentsvc.web.exceptions import APIError, PermissionDenied
-from commentsvc.web.rendering import shown
 
 if TYPE_CHECKING:
     from commentsvc.service import CommentService
@@ -50,14 +50,24 @@ class PostRequest:
 
 @dataclass(frozen=True, slots=True)
 class Posted:
-    """A post's answer: the comment written and where it is, or the first answer of its
-    Idempotency-Key (``replay``). ``payload`` is how the viewer sees it, when the batch
-    needed it (to keep it with the key); None otherwise."""
+    """A post's answer: the comment written, where it is and its stored render, or the
+    first answer of its Idempotency-Key (``replay``). ``payload`` is how the viewer sees
+    it, when the batch needed it (to keep it with the key); None otherwise."""
 
     comment: store.Comment | None
     location: str | None
     payload: dict[str, Any] | None
     replay: idempotency.Stored | None
+    stored: str | None = None
+
+    def shown_to(self, viewer: auth.Viewer) -> dict[str, Any]:
+        """The comment written as ``viewer`` sees it: the comment schema's dump, made from
+        its stored render (rules.rendered.entry)."""
+        if self.payload is not None:
+            return self.payload
+        assert self.comment is not None and self.stored is not None
+        return rendered.entry(self.stored, self.comment.author_id, self.comment.is_deleted,
+                              self.comment.parent_id is None, viewer)
 
 
 class Change(Protocol):
@@ -236,15 +246,15 @@ def _write_posts(conn: Connection, service: CommentService, posts: dict[int, Pos
             outcomes[i] = exc
             continue
         accepted.append((i, post_or_refusal))
-    comments = posting.write_batch(conn, facts, [new for _, new in accepted], settings)
-    for (i, _), comment in zip(accepted, comments, strict=True):
+    written = posting.write_batch(conn, facts, [new for _, new in accepted], settings)
+    for (i, _), (comment, stored) in zip(accepted, written, strict=True):
         post = posts[i]
-        location = post.locate(comment.id)
-        payload = None
+        posted = Posted(comment, post.locate(comment.id), None, None, stored)
         if post.write is not None:
-            payload = shown(comment, settings, post.viewer)
-            idempotency.remember(conn, post.write, 201, payload, location, comment.id)
-        outcomes[i] = Posted(comment, location, payload, None)
+            posted = replace(posted, payload=posted.shown_to(post.viewer))
+            idempotency.remember(conn, post.write, 201, posted.payload, posted.location,
+                                 comment.id)
+        outcomes[i] = posted
 
 
 def _new(post: PostRequest) -> store.NewComment:

@@ -80,8 +80,7 @@ def post(req: Request, viewer: auth.Viewer, service: CommentService) -> Written:
     if posted.replay is not None:
         return Written(posted.replay.payload(), posted.replay.headers(), posted.replay, write)
     assert posted.comment is not None and posted.location is not None
-    payload = posted.payload or shown(posted.comment, service.settings, viewer)
-    return Written(payload, {"Location": posted.location}, None, write)
+    return Written(posted.shown_to(viewer), {"Location": posted.location}, None, write)
 
 
 def mark_read(req: Request, viewer: auth.Viewer, comment_id: int,
