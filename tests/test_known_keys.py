@@ -5,13 +5,13 @@ its next write, whatever else is wrong with the request."""
 from __future__ import annotations
 
 import pytest
+from test_write_batches import request_of, write_batch
 
 from commentsvc.storage import engine as db
 from commentsvc.web import auth, known_keys, write_batches
 from commentsvc.web.known_keys import KnownKeys
 from conftest import table_rows
 from helpers import assert_error
-from test_write_batches import request_of, write_batch
 
 URL = "/api/comments/"
 POST = {"content_type": "comics.comicpage", "object_id": 10, "body": "hi"}
