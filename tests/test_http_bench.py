@@ -1,5 +1,6 @@
 """The benchmarks' own logic: the HTTP bench's random requests, ratios and charts, the
-in-process and instruction counts, and the write bench's reading of the writers' lock."""
+in-process and instruction counts, the write bench's reading of the writers' lock, and the
+lock-hold bench's parts of a batch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from bench import charts, http_bench, in_process, instructions, write_bench
+from bench import charts, http_bench, in_process, instructions, lock_hold, write_bench
+from conftest import Community
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -132,3 +134,35 @@ def test_the_writers_lock_use_is_shares_and_means_over_the_transactions():
         "writes_a_transaction": 2.5}
     assert write_bench.lock_use(None, after, 250, 4) is None
     assert write_bench.lock_use(after, after, 0, 4) is None
+
+
+def test_the_lock_hold_bench_times_each_part_of_real_batches(pg_app):
+    Community(pg_app)
+    results = lock_hold.measure(pg_app, posts=2, rounds=4, busy=[0, 1])
+    assert set(results) == {"0", "1"}
+    for figures in results.values():
+        assert set(figures) == {"held", *lock_hold.PARTS}
+        assert all(value > 0 for value in figures.values())
+        # the parts run from the lock to the commit, which is where the hold ends
+        assert sum(figures[part] for part in lock_hold.PARTS) >= figures["held"] * 0.5
+
+
+def test_the_lock_hold_bench_takes_medians_of_each_part_in_milliseconds():
+    batches = [{"locked": 0.0, "facts": 0.001, "python": 0.0015, "rows": 0.0025,
+                "commit": 0.003, "held": 0.0031},
+               {"locked": 1.0, "facts": 1.003, "python": 1.0035, "rows": 1.0045,
+                "commit": 1.006, "held": 0.0061},
+               {"locked": 2.0, "held": 0.5}]  # a batch without posts: not counted
+    assert lock_hold.summary(batches) == {"held": 4.6, "facts": 2.0, "python": 0.5,
+                                          "rows": 1.0, "commit": 1.0}
+
+
+def test_busy_threads_run_while_the_block_runs_and_stop_after():
+    import threading
+
+    def busy() -> int:
+        return sum(thread.name == "lock-hold-busy" for thread in threading.enumerate())
+
+    with lock_hold.busy_threads(2):
+        assert busy() == 2
+    assert busy() == 0
