@@ -2,7 +2,7 @@
 read its key before it is written.
 
 Reading the key (web.auth.viewer_by_digest) took three of a post's round trips to the
-database (begin, read, roll back) and a third of its worker's time. A post whose key is
+database (begin, read, roll back) and a fifth of its worker's time. A post whose key is
 known here goes straight to its batch, and the writers' transaction reads the key back
 with the batch's other facts (queries.posting.BATCH_FACTS): a key revoked meanwhile is
 refused there with the same 401, and nothing is written. So a revoked key stops working
@@ -10,7 +10,7 @@ at the next write, as before, and never later.
 
 A viewer from here carries the digest still to be confirmed (``Viewer.unconfirmed_key``).
 A refusal raised before the batch (a bad body, say) confirms the key first, so a revoked
-key still gets 401 rather than 400 (web.viewer.confirmed). Posts with an
+key still gets 401 rather than 400 (web.viewer.posted_as). Posts with an
 Idempotency-Key confirm the key before their batch too, as a replay is found before the
 batch reads its facts.
 
