@@ -19,11 +19,15 @@ row saying n, every target's pages (over HTTP) hold exactly its comments newest 
 every 201 is stored once and every 204 left its comment deleted.
 
 ``--before DIR`` measures another checkout (an earlier commit) the same way in the same
-run, on its own database seeded alike, first. ``--chart PNG`` draws writes a second and
-p99 by clients (matplotlib).
+run, served at the same time on its own database seeded alike; the write steps take turns
+(each number of clients on both checkouts before the next), so that a drift of the
+machine meets both alike. ``--rounds N`` runs every write step N times (the checkouts'
+order swapped every other round) and reports each figure's median, the rounds kept
+beside it. ``--chart PNG`` draws writes a second and p99 by clients (matplotlib).
 
     .venv/bin/python bench/write_bench.py [--duration 8] [--comments 100000]
-        [--clients 1,2,4,8,16] [--before DIR] [--chart bench/results/writes.png]
+        [--clients 1,2,4,8,16] [--before DIR] [--rounds 1] [--json FILE]
+        [--chart bench/results/writes.png]
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ import tempfile
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -265,38 +270,97 @@ def fresh_database(admin: sa.Engine):
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def measure(root: Path, database_url: str, args: argparse.Namespace) -> dict:
-    """Every figure of one checkout on its own freshly seeded database, then its checks."""
-    community = prepare(database_url, comments=args.comments, targets=100, posters=8)
-    tokens = dict(community.tokens)
-    marker = uuid.uuid4().hex[:10]
-    results: dict = {"writes": {}}
-    with service(root, database_url, args.workers) as base:
-        writers = Writers(base, tokens, community.targets, marker, args.replies, args.deletes)
-        for clients in args.clients:
-            held_before = read_lock_totals(base)
-            answers = writers.run(clients, args.duration)
-            results["writes"][clients] = summary(answers, args.duration)
-            results["writes"][clients]["writers_lock"] = lock_use(
-                held_before, read_lock_totals(base), len(answers), args.duration)
-            print(f"  {clients:>2} clients: {results['writes'][clients]}", flush=True)
-        alone = summary(read_page1(base, READERS, args.duration), args.duration)
-        during: list = []
-        loaded = threading.Thread(target=lambda: during.extend(
-            read_page1(base, READERS, args.duration)))
-        loaded.start()
-        under_load = summary(writers.run(8, args.duration), args.duration)
-        loaded.join()
-        reads_during = summary(during, args.duration)
-        results["reads_page1"] = {
-            "alone": alone, "during_8_writers": reads_during, "writes_meanwhile": under_load,
-            "ratio": round(reads_during["per_second"] / alone["per_second"], 3)}
-        print(f"  page 1 reads alone {alone['per_second']}/s, during writes "
-              f"{reads_during['per_second']}/s (ratio {results['reads_page1']['ratio']})",
-              flush=True)
-        results["checks"] = check(database_url, base, writers)
-    print(f"  checks: {results['checks']}", flush=True)
+@dataclass
+class Checkout:
+    """One checkout being measured: its served address, its database and its writers."""
+
+    label: str
+    database_url: str
+    base: str
+    writers: Writers
+
+
+def write_step(checkout: Checkout, clients: int, seconds: float) -> dict:
+    """``clients`` writers for ``seconds`` against one checkout: ``summary`` and how the
+    writers' lock was used meanwhile."""
+    held_before = read_lock_totals(checkout.base)
+    answers = checkout.writers.run(clients, seconds)
+    step = summary(answers, seconds)
+    step["writers_lock"] = lock_use(held_before, read_lock_totals(checkout.base),
+                                    len(answers), seconds)
+    return step
+
+
+def median_step(rounds: list[dict]) -> dict:
+    """One step's figures over its rounds: the median of each rate, time and lock figure
+    (the round whose writes a second is the median is not picked whole: each figure is
+    its own median), the failures of every round added up."""
+    def median(values: list[float]) -> float:
+        return round(statistics.median(values), 3)
+
+    kinds = sorted({kind for step in rounds for kind in step["by_kind_per_second"]})
+    statuses = sorted({status for step in rounds for status in step["error_statuses"]})
+    locks = [step["writers_lock"] for step in rounds if step.get("writers_lock")]
+    return {
+        "per_second": median([step["per_second"] for step in rounds]),
+        "by_kind_per_second": {kind: median([step["by_kind_per_second"].get(kind, 0.0)
+                                             for step in rounds]) for kind in kinds},
+        "p50_ms": median([step["p50_ms"] for step in rounds]),
+        "p99_ms": median([step["p99_ms"] for step in rounds]),
+        "errors": sum(step["errors"] for step in rounds),
+        "error_statuses": {status: sum(step["error_statuses"].get(status, 0)
+                                       for step in rounds) for status in statuses},
+        "writers_lock": ({name: median([lock[name] for lock in locks]) for name in locks[0]}
+                         if len(locks) == len(rounds) else None),
+        "rounds": len(rounds),
+    }
+
+
+def finish(checkout: Checkout, write_rounds: dict[int, list[dict]],
+           seconds: float) -> dict:
+    """A checkout's report: each step's median over its rounds (and the rounds), page 1
+    read alone and under 8 writers, then its checks."""
+    base, writers = checkout.base, checkout.writers
+    results: dict = {"writes": {clients: median_step(rounds)
+                                for clients, rounds in write_rounds.items()}}
+    if any(len(rounds) > 1 for rounds in write_rounds.values()):
+        results["write_rounds"] = write_rounds
+    alone = summary(read_page1(base, READERS, seconds), seconds)
+    during: list = []
+    loaded = threading.Thread(target=lambda: during.extend(
+        read_page1(base, READERS, seconds)))
+    loaded.start()
+    under_load = summary(writers.run(8, seconds), seconds)
+    loaded.join()
+    reads_during = summary(during, seconds)
+    results["reads_page1"] = {
+        "alone": alone, "during_8_writers": reads_during, "writes_meanwhile": under_load,
+        "ratio": round(reads_during["per_second"] / alone["per_second"], 3)}
+    print(f"  {checkout.label}: page 1 reads alone {alone['per_second']}/s, during writes "
+          f"{reads_during['per_second']}/s (ratio {results['reads_page1']['ratio']})",
+          flush=True)
+    results["checks"] = check(checkout.database_url, base, writers)
+    print(f"  {checkout.label}: checks: {results['checks']}", flush=True)
     return results
+
+
+def measure(checkouts: list[Checkout], clients: list[int], seconds: float,
+            rounds: int) -> dict[str, dict]:
+    """Every figure of each checkout. The write steps take turns: each number of clients
+    is run on every checkout before the next (in turn, the first checkout first in odd
+    rounds and last in even ones), so a drift of the machine meets them alike; then each
+    checkout's reads and checks."""
+    steps: dict[str, dict[int, list[dict]]] = {
+        checkout.label: {n: [] for n in clients} for checkout in checkouts}
+    for number in range(rounds):
+        for n in clients:
+            for checkout in (checkouts if number % 2 == 0 else checkouts[::-1]):
+                step = write_step(checkout, n, seconds)
+                steps[checkout.label][n].append(step)
+                print(f"  {checkout.label}, round {number + 1}, {n:>2} clients: {step}",
+                      flush=True)
+    return {checkout.label: finish(checkout, steps[checkout.label], seconds)
+            for checkout in checkouts}
 
 
 def check(database_url: str, base: str, writers: Writers) -> dict:
@@ -404,20 +468,30 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--replies", type=float, default=0.2, help="share of replies")
     parser.add_argument("--deletes", type=float, default=0.1, help="share of deletes")
-    parser.add_argument("--before", type=Path, help="another checkout, measured first")
+    parser.add_argument("--before", type=Path, help="another checkout, measured in turn")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every step this many times; medians are reported")
     parser.add_argument("--chart", type=Path, help="draw the figures into this PNG")
     parser.add_argument("--json", type=Path, default=RESULTS)
     args = parser.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
-    report: dict = {"comments": args.comments, "duration_s": args.duration, "runs": {}}
+    report: dict = {"comments": args.comments, "duration_s": args.duration,
+                    "rounds": args.rounds, "runs": {}}
     admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    checkouts = [("before", args.before.resolve())] if args.before else []
-    checkouts.append(("after" if args.before else "this checkout", ROOT))
+    roots = [("before", args.before.resolve())] if args.before else []
+    roots.append(("after" if args.before else "this checkout", ROOT))
     try:
-        for label, root in checkouts:
-            print(f"{label} ({root}):", flush=True)
-            with fresh_database(admin) as url:
-                report["runs"][label] = measure(root, url, args)
+        with ExitStack() as stack:
+            checkouts = []
+            for label, root in roots:
+                print(f"{label}: {root}", flush=True)
+                url = stack.enter_context(fresh_database(admin))
+                community = prepare(url, comments=args.comments, targets=100, posters=8)
+                base = stack.enter_context(service(root, url, args.workers))
+                checkouts.append(Checkout(label, url, base, Writers(
+                    base, dict(community.tokens), community.targets, uuid.uuid4().hex[:10],
+                    args.replies, args.deletes)))
+            report["runs"] = measure(checkouts, args.clients, args.duration, args.rounds)
     finally:
         admin.dispose()
     args.json.parent.mkdir(exist_ok=True)

@@ -166,3 +166,42 @@ def test_busy_threads_run_while_the_block_runs_and_stop_after():
     with lock_hold.busy_threads(2):
         assert busy() == 2
     assert busy() == 0
+
+
+def test_the_write_bench_reports_each_figure_as_its_median_over_the_rounds():
+    def step(rate, p99, errors, statuses, lock):
+        return {"per_second": rate, "by_kind_per_second": {"post": rate * 0.7},
+                "p50_ms": p99 / 2, "p99_ms": p99, "errors": errors,
+                "error_statuses": statuses, "writers_lock": lock}
+
+    lock = {"held_share": 0.9, "held_ms_a_transaction": 3.0,
+            "waited_ms_a_transaction": 2.0, "writes_a_transaction": 3.5}
+    rounds = [step(900.0, 20.0, 0, {}, lock),
+              step(700.0, 30.0, 2, {"400": 2}, {**lock, "held_share": 0.7}),
+              step(1000.0, 10.0, 1, {"503": 1}, {**lock, "held_share": 0.8})]
+    assert write_bench.median_step(rounds) == {
+        "per_second": 900.0, "by_kind_per_second": {"post": 630.0}, "p50_ms": 10.0,
+        "p99_ms": 20.0, "errors": 3, "error_statuses": {"400": 2, "503": 1},
+        "writers_lock": {**lock, "held_share": 0.8}, "rounds": 3}
+    # a round whose lock figures are missing: no lock figures rather than a part's
+    assert write_bench.median_step([*rounds[:2], step(1.0, 1.0, 0, {}, None)])[
+        "writers_lock"] is None
+
+
+def test_the_write_bench_runs_each_step_on_every_checkout_in_turn(monkeypatch):
+    calls: list[tuple[str, int]] = []
+
+    def write_step(checkout, clients, seconds):
+        calls.append((checkout.label, clients))
+        return {"per_second": float(len(calls))}
+
+    monkeypatch.setattr(write_bench, "write_step", write_step)
+    monkeypatch.setattr(write_bench, "finish",
+                        lambda checkout, steps, seconds: {"steps": steps})
+    checkouts = [write_bench.Checkout(label, "db", "http://x", None)
+                 for label in ("before", "after")]
+    report = write_bench.measure(checkouts, [1, 8], 8, rounds=2)
+    assert calls == [("before", 1), ("after", 1), ("before", 8), ("after", 8),
+                     ("after", 1), ("before", 1), ("after", 8), ("before", 8)]
+    assert report["before"]["steps"] == {1: [{"per_second": 1.0}, {"per_second": 6.0}],
+                                         8: [{"per_second": 3.0}, {"per_second": 8.0}]}
