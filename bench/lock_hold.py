@@ -16,6 +16,7 @@ statement (``rows``) and the commit (``commit``).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -87,7 +88,7 @@ def summary(batches: list[dict[str, float]]) -> dict[str, float]:
     """Median milliseconds held, and of each part, over the batches that had every part."""
     whole = [b for b in batches if all(key in b for key in ("locked", *PARTS))]
     result = {"held": round(statistics.median(b["held"] for b in whole) * 1000, 3)}
-    for before, part in zip(("locked", *PARTS), PARTS, strict=False):
+    for before, part in itertools.pairwise(("locked", *PARTS)):
         result[part] = round(statistics.median(b[part] - b[before] for b in whole) * 1000, 3)
     return result
 
