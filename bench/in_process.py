@@ -1,6 +1,6 @@
 """What one request costs inside the process, without HTTP: the bare Flask view against
 the service's page 1 with its response cache on and off (and, given ``--token``, read
-signed in), called as WSGI applications.
+signed in, and a new comment posted by that key's user), called as WSGI applications.
 
     DATABASE_URL=postgresql://... python bench/in_process.py [--requests 3000] [--token KEY]
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import itertools
+import json
 import os
 import statistics
 import sys
@@ -30,11 +32,16 @@ if TYPE_CHECKING:
     from flask import Flask
 
 
-def environ(path: str = "/api/comments/", token: str | None = None) -> dict:
+def environ(path: str = "/api/comments/", token: str | None = None,
+            json_body: bytes | None = None) -> dict:
+    """A request as gunicorn hands it over: a GET, or a POST of ``json_body``."""
     signed_in = {"HTTP_AUTHORIZATION": f"Token {token}"} if token else {}
+    posted = {} if json_body is None else {
+        "REQUEST_METHOD": "POST", "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(json_body)), "HTTP_ACCEPT": "application/json"}
     return {**signed_in, "REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
             "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "wsgi.url_scheme": "http",
-            "wsgi.input": io.BytesIO(b""), "wsgi.errors": sys.stderr,
+            "wsgi.input": io.BytesIO(json_body or b""), "wsgi.errors": sys.stderr, **posted,
             "HTTP_HOST": "127.0.0.1:8000", "SERVER_PROTOCOL": "HTTP/1.1",
             "REMOTE_ADDR": "127.0.0.1", "wsgi.version": (1, 0), "wsgi.multithread": False,
             "wsgi.multiprocess": True, "wsgi.run_once": False}
@@ -57,13 +64,44 @@ def caller(app: Callable, token: str | None = None) -> Callable[[], bytes]:
     return call
 
 
+def poster(app: Flask, token: str) -> Callable[[], bytes]:
+    """The app answering posts of new comments by ``token``'s user, on the database's
+    first comic page, called as a WSGI server would; the body of each 201. Anything else
+    stops the run."""
+    import sqlalchemy as sa
+
+    from commentsvc.storage import engine
+
+    with app.app_context(), engine.get_engine().connect() as conn:
+        page = conn.execute(sa.text("SELECT MIN(id) FROM commentsvc_comicpage")).scalar()
+    if page is None:
+        raise SystemExit("the database has no comic page to post on")
+    posts = itertools.count()
+
+    def call() -> bytes:
+        body = json.dumps({"content_type": "comics.comicpage", "object_id": page,
+                           "body": f"in-process post {next(posts)}"}).encode()
+        statuses: list[str] = []
+        answer = app(environ(token=token, json_body=body),
+                     lambda status, headers, exc_info=None: statuses.append(status))
+        try:
+            content = b"".join(answer)
+        finally:
+            getattr(answer, "close", lambda: None)()
+        if not statuses[0].startswith("201"):
+            raise SystemExit(f"the app answered {statuses[0]}: {content[:200]!r}")
+        return content
+    return call
+
+
 def service_app(cache_mb: int) -> Flask:
     """The standalone service as the environment configures it (DATABASE_URL among the
     settings), with a response cache of ``cache_mb``."""
     from commentsvc import settings
     from commentsvc.standalone import create_app
 
-    return create_app({**settings.from_environment(), "COMMENTSVC_RESPONSE_CACHE_MB": cache_mb})
+    return create_app({**settings.from_environment(), "COMMENTSVC_RESPONSE_CACHE_MB": cache_mb,
+                       "COMMENTSVC_POST_RATE_LIMIT": ""})
 
 
 def bare_app(body: bytes, database_read: str | None = None) -> Flask:
@@ -113,6 +151,8 @@ def main() -> int:
     if args.token:
         calls["service page 1, signed in"] = caller(apps["service page 1, cache on"],
                                                     args.token)
+        calls["service post, signed in"] = poster(apps["service page 1, cache on"],
+                                                  args.token)
     bare = bare_app(calls["service page 1, cache on"]())
     calls = {"bare Flask view, same body": caller(bare), **calls}
     timings: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}

@@ -6,7 +6,8 @@ times on a shared machine move by a tenth or more.
         [--token KEY] [--before DIR] [--json FILE]
 
 Each case (the service's page 1 with its response cache on, and off, and given
-``--token`` read signed in with the cache on, as bench/in_process.py calls it) runs in a
+``--token`` read signed in with the cache on, and a new comment posted by that key's
+user, as bench/in_process.py calls them) runs in a
 process of its own under callgrind twice: after its warm-up once with no request, once
 with ``--requests`` more. The difference over ``--requests`` is the instructions a request
 costs this process (the database's own work is another process's and is not counted).
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # page 1's body, bench/bare_app.py) with the one statement it runs, if any.
 CASES = {"page 1, cache on": "64", "page 1, cache off": "0"}
 SIGNED_IN = "page 1, signed in"
+POSTED = "post, signed in"
 YARDSTICKS = {"bare Flask view": "bare", "bare view + counter read": "bare:counter",
               "bare view + page read": "bare:page"}
 WARM_UP = 30
@@ -45,7 +47,9 @@ in_process = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(in_process)
 sys.path.insert(0, os.getcwd())  # the checkout's service, not the one beside that file
 mode = sys.argv[1]
-if mode.startswith("bare"):
+if mode == "post":
+    call = in_process.poster(in_process.service_app(64), sys.argv[3])
+elif mode.startswith("bare"):
     body = in_process.caller(in_process.service_app(64))()
     call = in_process.caller(in_process.bare_app(body, mode.partition(":")[2] or None))
 else:
@@ -76,6 +80,7 @@ def cases(token: str, yardsticks: bool = False) -> dict[str, tuple[str, str]]:
     measured = {case: (mode, "") for case, mode in CASES.items()}
     if token:
         measured[SIGNED_IN] = (CASES["page 1, cache on"], token)
+        measured[POSTED] = ("post", token)
     if yardsticks:
         measured |= {case: (mode, "") for case, mode in YARDSTICKS.items()}
     return measured

@@ -4,6 +4,7 @@ lock-hold bench's parts of a batch."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from flask import Flask
 
 from bench import charts, http_bench, in_process, instructions, lock_hold, write_bench
+from commentsvc.storage import engine
+from commentsvc.web import auth
 from conftest import Community
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -91,7 +94,8 @@ def test_the_in_process_bench_times_only_200s():
 
 def test_instructions_a_request_are_the_difference_of_two_counts_over_the_requests():
     runs = []
-    cost = {"64": 2_000, "0": 3_000, "bare": 500, "bare:counter": 800, "bare:page": 1_200}
+    cost = {"64": 2_000, "0": 3_000, "bare": 500, "bare:counter": 800, "bare:page": 1_200,
+            "post": 4_000}
 
     def counter(root, mode, requests, token):
         runs.append((mode, requests, token))
@@ -99,14 +103,27 @@ def test_instructions_a_request_are_the_difference_of_two_counts_over_the_reques
 
     figures = instructions.per_request(Path("."), 100, "key", counter=counter)
     assert figures == {"page 1, cache on": 2_000, "page 1, cache off": 3_000,
-                       "page 1, signed in": 2_500}
+                       "page 1, signed in": 2_500, "post, signed in": 4_500}
     warm = instructions.WARM_UP
     assert sorted(runs) == sorted([("64", warm, ""), ("64", warm + 100, ""), ("0", warm, ""),
                                    ("0", warm + 100, ""), ("64", warm, "key"),
-                                   ("64", warm + 100, "key")])
+                                   ("64", warm + 100, "key"), ("post", warm, "key"),
+                                   ("post", warm + 100, "key")])
     assert instructions.per_request(Path("."), 100, yardsticks=True, counter=counter) == {
         "page 1, cache on": 2_000, "page 1, cache off": 3_000, "bare Flask view": 500,
         "bare view + counter read": 800, "bare view + page read": 1_200}
+
+
+def test_the_in_process_poster_posts_a_new_comment_each_call(app, community):
+    call = in_process.poster(app, community.tokens["ann"])
+    first, second = json.loads(call()), json.loads(call())
+    assert second["id"] > first["id"] and first["author"] == "ann"
+    assert (first["body"], second["body"]) == ("in-process post 0", "in-process post 1")
+    revoke = community.tokens.pop("ann")
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
+        auth.revoke_token(conn, revoke)
+    with pytest.raises(SystemExit, match="401"):
+        call()
 
 
 def test_the_in_process_bare_view_serves_the_body_it_is_given():
