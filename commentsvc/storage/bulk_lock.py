@@ -44,7 +44,7 @@ def take_postgresql(conn: Connection, positions_lock: int, bulk: bool) -> bool:
     if bulk:
         conn.execute(q.BULK_WRITER, params)
         return True
-    return bool(conn.execute(q.WRITER, params).scalar())
+    return bool(conn.exec_driver_sql(q.WRITER, params).scalar())
 
 
 @contextmanager
