@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flask import Request, Response, current_app, request
+from flask.globals import request_ctx
 from marshmallow import Schema
 from sqlalchemy.engine import Connection
 
@@ -81,7 +82,7 @@ def locator() -> Callable[[int], str]:
     (host, scheme, mount point), built as ``url_for`` builds it, by a function any thread
     may call: the thread that writes a batch of posts builds each one's Location."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    adapter = app.create_url_adapter(request)
+    adapter = request_ctx.url_adapter or app.create_url_adapter(request)
 
     def locate(comment_id: int) -> str:
         values: dict[str, Any] = {"comment_id": comment_id}
