@@ -8,6 +8,7 @@ feed, the OpenAPI document, health, readiness, metrics).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -50,6 +51,11 @@ NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 # The headers Werkzeug rewrites as it sends them (an IRI becomes a URI).
 _LOCATIONS = frozenset({"location", "content-location"})
+# A Location Werkzeug's rewriting leaves as it is: an absolute http(s) URI whose host is
+# lower-case letters, digits, dots and dashes, with a port not written with a leading
+# zero, and whose path holds only unreserved characters and slashes (a new comment's URL
+# as the service builds it, on a host of that form).
+_PLAIN_LOCATION = re.compile(r"https?://[a-z0-9.-]+(:[1-9][0-9]{0,4})?/[A-Za-z0-9._~/-]*")
 
 
 class APIResponse(Response):
@@ -63,12 +69,15 @@ class APIResponse(Response):
 
     def get_wsgi_headers(self, environ: WSGIEnvironment) -> Headers:
         """The headers as sent. When Werkzeug would change nothing (a status with a body,
-        its Content-Length known, no Location to turn into a URI), they are the
-        response's own, not a copy: Werkzeug's copy checks every header a second time."""
+        its Content-Length known, no Location to turn into a URI, or one that is one
+        already), they are the response's own, not a copy: Werkzeug's copy checks every
+        header a second time."""
         status = self.status_code
         if not (status < 200 or status in (204, 304)):
             names = {name.lower() for name, _ in self.headers}
-            if "content-length" in names and not names & _LOCATIONS:
+            if "content-length" in names and (not names & _LOCATIONS or (
+                    names & _LOCATIONS == {"location"}
+                    and _PLAIN_LOCATION.fullmatch(self.headers["Location"]))):
                 return self.headers
         headers = super().get_wsgi_headers(environ)
         if status == 304 and "Allow" in self.headers and "Allow" not in headers:
