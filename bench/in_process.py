@@ -47,27 +47,29 @@ def environ(path: str = "/api/comments/", token: str | None = None,
             "wsgi.multiprocess": True, "wsgi.run_once": False}
 
 
+def answered(app: Callable, request: dict, expected: str) -> bytes:
+    """The body ``app`` answers ``request`` with, called as a WSGI server would. Anything
+    but the ``expected`` status stops the run: a timing of error answers would say
+    nothing about the request timed."""
+    statuses: list[str] = []
+    body = app(request, lambda status, headers, exc_info=None: statuses.append(status))
+    try:
+        content = b"".join(body)
+    finally:
+        getattr(body, "close", lambda: None)()
+    if not statuses[0].startswith(expected):
+        raise SystemExit(f"the app answered {statuses[0]}: {content[:200]!r}")
+    return content
+
+
 def caller(app: Callable, token: str | None = None) -> Callable[[], bytes]:
-    """The app called as a WSGI server would; its body. Anything but a 200 stops the run:
-    a timing of error answers would say nothing about the page."""
-    def call() -> bytes:
-        statuses: list[str] = []
-        body = app(environ(token=token),
-                   lambda status, headers, exc_info=None: statuses.append(status))
-        try:
-            content = b"".join(body)
-        finally:
-            getattr(body, "close", lambda: None)()
-        if not statuses[0].startswith("200"):
-            raise SystemExit(f"the app answered {statuses[0]}: {content[:200]!r}")
-        return content
-    return call
+    """The app's page 1, as a WSGI server would call it; its body (each a 200)."""
+    return lambda: answered(app, environ(token=token), "200")
 
 
 def poster(app: Flask, token: str) -> Callable[[], bytes]:
     """The app answering posts of new comments by ``token``'s user, on the database's
-    first comic page, called as a WSGI server would; the body of each 201. Anything else
-    stops the run."""
+    first comic page, called as a WSGI server would; the body of each (each a 201)."""
     import sqlalchemy as sa
 
     from commentsvc.storage import engine
@@ -81,16 +83,7 @@ def poster(app: Flask, token: str) -> Callable[[], bytes]:
     def call() -> bytes:
         body = json.dumps({"content_type": "comics.comicpage", "object_id": page,
                            "body": f"in-process post {next(posts)}"}).encode()
-        statuses: list[str] = []
-        answer = app(environ(token=token, json_body=body),
-                     lambda status, headers, exc_info=None: statuses.append(status))
-        try:
-            content = b"".join(answer)
-        finally:
-            getattr(answer, "close", lambda: None)()
-        if not statuses[0].startswith("201"):
-            raise SystemExit(f"the app answered {statuses[0]}: {content[:200]!r}")
-        return content
+        return answered(app, environ(token=token, json_body=body), "201")
     return call
 
 
