@@ -153,15 +153,26 @@ def test_the_writers_lock_use_is_shares_and_means_over_the_transactions():
     assert write_bench.lock_use(after, after, 0, 4) is None
 
 
-def test_the_lock_hold_bench_times_each_part_of_real_batches(pg_app):
+def test_the_lock_hold_bench_times_each_part_of_real_batches(pg_app, monkeypatch):
     Community(pg_app)
+    timed: list[dict[str, float]] = []
+    summary = lock_hold.summary
+
+    def kept(batches):
+        timed.extend(batches)
+        return summary(batches)
+
+    monkeypatch.setattr(lock_hold, "summary", kept)
     results = lock_hold.measure(pg_app, posts=2, rounds=4, busy=[0, 1])
     assert set(results) == {"0", "1"}
     for figures in results.values():
         assert set(figures) == {"held", *lock_hold.PARTS}
         assert all(value > 0 for value in figures.values())
-        # the parts run from the lock to the commit, which is where the hold ends
-        assert sum(figures[part] for part in lock_hold.PARTS) >= figures["held"] * 0.5
+    assert len(timed) == 8
+    for batch in timed:  # each part follows the one before, from the lock to the end of
+        moments = [batch[part] for part in ("locked", *lock_hold.PARTS)]  # the hold
+        assert moments == sorted(moments)
+        assert batch["commit"] - batch["locked"] >= batch["held"] > 0
 
 
 def test_the_lock_hold_bench_takes_medians_of_each_part_in_milliseconds():
