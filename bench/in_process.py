@@ -89,7 +89,8 @@ def poster(app: Flask, token: str) -> Callable[[], bytes]:
 
 def service_app(cache_mb: int) -> Flask:
     """The standalone service as the environment configures it (DATABASE_URL among the
-    settings), with a response cache of ``cache_mb``."""
+    settings), with a response cache of ``cache_mb`` and no posting limit (the post case
+    posts hundreds of times as one user)."""
     from commentsvc import settings
     from commentsvc.standalone import create_app
 

@@ -79,6 +79,7 @@ def test_the_in_process_bench_serves_the_environments_database(tmp_path: Path, m
     app = in_process.service_app(0)
     assert app.config["SQLALCHEMY_DATABASE_URI"] == url
     assert app.config["COMMENTSVC_RESPONSE_CACHE_MB"] == 0
+    assert app.config["COMMENTSVC_POST_RATE_LIMIT"] == ""  # the post case posts hundreds
 
 
 def test_the_in_process_bench_times_only_200s():
