@@ -3,6 +3,8 @@ a 503 that leaves nothing half-written."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import sqlalchemy as sa
 
@@ -140,6 +142,24 @@ def test_a_writer_behind_a_stuck_lock_holder_gives_up_after_the_lock_timeout(pos
         with app.app_context(), db.get_engine().connect() as conn:
             assert conn.exec_driver_sql(
                 "SELECT count(*) FROM commentsvc_comment WHERE body = 'queued'").scalar() == 0
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_making_the_schema_is_not_bound_by_the_request_timeouts(postgres_url):
+    """The inspection create_schema runs may pause between its statements longer than a
+    request may idle in its transaction: the rest of that transaction has no limits."""
+    app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": postgres_url,
+                      "COMMENTSVC_IDLE_IN_TRANSACTION_TIMEOUT_MS": 200,
+                      "COMMENTSVC_STATEMENT_TIMEOUT_MS": 100})
+    try:
+        with app.app_context(), db.get_engine().begin() as conn:
+            db.create_schema(conn)
+            time.sleep(0.5)  # idle in the transaction, past the 200 ms allowance
+            assert conn.exec_driver_sql("SHOW idle_in_transaction_session_timeout").scalar() \
+                == "0"
+            assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "0"
     finally:
         with app.app_context():
             db.get_engine().dispose()

@@ -303,7 +303,11 @@ def schema_statements() -> list[str]:
 
 
 def create_schema(conn: Connection) -> None:
-    """Create every table and index that does not exist yet; safe to run again."""
+    """Create every table and index that does not exist yet; safe to run again. Never a
+    request's work: the request timeouts are lifted for the rest of the transaction (the
+    inspection of the columns pauses between its statements, on a busy machine for longer
+    than the idle-in-transaction allowance)."""
+    without_statement_timeout(conn)
     for statement in schema_statements():
         conn.exec_driver_sql(statement.rstrip(";"))
     _add_missing_columns(conn)
