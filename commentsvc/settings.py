@@ -284,6 +284,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RESPONSE_CACHE_MB", 64, _non_negative_int,
             "Megabytes of rendered list responses each worker keeps, keyed by ETag; 0 turns "
             "the cache off."),
+    Setting("FAST_LANE", True, _flag,
+            "Standalone, with the response cache on: a list page a worker served lately to "
+            "an anonymous client, asked for again alike, is answered from the cache with "
+            "one counter read, before Flask (web.fast_lane); off sends every request "
+            "through Flask."),
     Setting("CACHE_MAX_AGE", 0, _non_negative_int,
             "Seconds a client or CDN may reuse a list response before revalidating it "
             "with its ETag; 0 means revalidate every time."),
@@ -407,6 +412,7 @@ class Settings:
     pool_pre_ping: bool
     max_embedded_replies: int
     response_cache_mb: int
+    fast_lane: bool
     cache_max_age: int
     max_body_length: int
     max_request_bytes: int

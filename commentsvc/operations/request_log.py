@@ -107,23 +107,29 @@ def observe(app: Flask, prefix: str) -> None:
         method = req.method
         recorder.record(method, rule.endpoint if rule is not None else UNMATCHED, status,
                         duration)
-        error = environ.get(_ERROR)
-        level = logging.ERROR if error is not None else (
-            logging.WARNING if status >= 500 else logging.INFO)
-        if log.isEnabledFor(level):
-            _write_line(level, {
-                "method": method,
-                "path": req.path,
-                "status": status,
-                "duration_ms": round(duration * 1000, 3),
-                "request_id": request_id,
-                "remote_addr": req.remote_addr,
-            }, error)
+        log_request(method, req.path, status, duration, request_id, req.remote_addr,
+                    environ.get(_ERROR))
         return response
 
     # First of the app's before-request hooks, so a hook answering early is still timed.
     app.before_request_funcs.setdefault(None, []).insert(0, start)
     app.after_request(finish)
+
+
+def log_request(method: str, path: str, status: int, duration: float, request_id: str,
+                remote_addr: str | None, error: BaseException | None = None) -> None:
+    """Write one request's line (web.fast_lane writes those of the requests it answers)."""
+    level = logging.ERROR if error is not None else (
+        logging.WARNING if status >= 500 else logging.INFO)
+    if log.isEnabledFor(level):
+        _write_line(level, {
+            "method": method,
+            "path": path,
+            "status": status,
+            "duration_ms": round(duration * 1000, 3),
+            "request_id": request_id,
+            "remote_addr": remote_addr,
+        }, error)
 
 
 def attach_error(exc: BaseException) -> bool:

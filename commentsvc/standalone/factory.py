@@ -19,10 +19,9 @@ from commentsvc import settings
 from commentsvc.operations import request_log
 from commentsvc.operations.endpoints import ops_api
 from commentsvc.service import STATIC_FOLDER, CommentService
-from commentsvc.standalone import signin
+from commentsvc.standalone import layers, signin
 from commentsvc.standalone.media import media_api
 from commentsvc.storage.engine import database_config, prepare_engine, protect
-from commentsvc.web import forwarding
 from commentsvc.web.responses import NOSNIFF
 
 __all__ = ["create_app", "db"]
@@ -93,8 +92,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # every error is JSON: the whole app is the service.
     app.register_blueprint(ops_api)
     service.scope_to(app, "/")
-    # X-Forwarded-* count only from trusted proxies, whatever the WSGI server believes.
-    # (Flask's middleware idiom; mypy checks it against the method, self included.)
-    app.wsgi_app = forwarding.trusting(app.wsgi_app,  # type: ignore[method-assign,assignment]
-                                       service.settings.trusted_proxies)
+    # X-Forwarded-* count only from trusted proxies, whatever the WSGI server believes;
+    # cached list pages asked for again alike are answered before Flask.
+    layers.install(app, service)
     return app

@@ -24,6 +24,27 @@ from commentsvc.web.negotiation import HTML
 # How a representation's body becomes a response: (body, status, headers).
 Respond = Callable[[bytes, int, dict[str, str]], Response]
 
+# Set on a request whose answer web.fast_lane may remember (a Candidate).
+CANDIDATE = "commentsvc.fast_lane.candidate"
+# Set by web.fast_lane on a request it read the counter for and found no cached body: the
+# view builds the page at once, without reading the counter a second time.
+MISSED = "commentsvc.fast_lane.missed"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """What an anonymous JSON list answer is made of, for web.fast_lane: its list, what
+    its tag is computed from besides the list's state, the tag, and its endpoint and path
+    (for the log and the metrics)."""
+
+    list_key: str
+    url: str
+    query: str
+    shown_as: str
+    tag: str
+    endpoint: str
+    path: str
+
 
 def list_etag(state: ListState, url: str, query: str, display_digest: str) -> str:
     """A strong ETag (quoted) for one list response; ``url`` is ``request_url(request)``."""

@@ -63,8 +63,9 @@ class ListPage:
         would miss the cache anyway, and the page read brings the counter row with it).
         """
         reader = self.service.counter_readers.for_engine(engine)
-        if not conditional.counter_first(self.req, self.service.page_cache,
-                                         self.service.cached_pages, self._identity()):
+        if conditional.MISSED in self.req.environ or not conditional.counter_first(
+                self.req, self.service.page_cache, self.service.cached_pages,
+                self._identity()):
             return self._built(reader, engine, None)
         tagged = self._tagged(reader.read(self.comments.key))[1]
         return conditional.answer(self.req, tagged, self.service.page_cache, self.respond,
@@ -73,8 +74,22 @@ class ListPage:
     def _tagged(self, state: store.ListState) -> tuple[Page, conditional.Tagged]:
         """The page asked for of the list in ``state`` (404 if it has none) and its tag."""
         page = self.paginator.paginate(self.req, self.comments, state, self.page_size)
-        return page, conditional.tagged(self.req, state, page.query, self.service.settings,
-                                        self.viewer, self.representation)
+        tagged = conditional.tagged(self.req, state, page.query, self.service.settings,
+                                    self.viewer, self.representation)
+        if self.viewer is None and self.representation == JSON \
+                and self.service.page_cache is not None:
+            self._offer_fast_lane(page.query, tagged.tag)
+        return page, tagged
+
+    def _offer_fast_lane(self, query: str, tag: str) -> None:
+        """Tell web.fast_lane what this anonymous JSON answer is made of, should it be
+        the one sent (the last offer of a request is the answer's)."""
+        req = self.req
+        rule = req.url_rule
+        req.environ[conditional.CANDIDATE] = conditional.Candidate(
+            self.comments.key, conditional.request_url(req), query,
+            self.service.settings.display_digest, tag,
+            rule.endpoint if rule is not None else "", req.path)
 
     def _built(self, reader: ListStateReader, engine: Engine,
                tagged: conditional.Tagged | None) -> Response:

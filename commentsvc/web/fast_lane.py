@@ -1,0 +1,152 @@
+"""Cached list pages answered before Flask: a page this process served lately, asked for
+again exactly as before, is answered from the response cache with one counter read.
+
+A cached page still costs a whole Flask request around its counter read (a request
+context, routing, the hooks, a Response object): most of what such a request costs. Here a
+WSGI layer in front of the standalone app remembers, for each anonymous JSON list request
+Flask answered 200 (its method, URL, host, scheme, protocol and Accept, as sent), what
+the answer was made of: the list, the URL and query its tag is computed from, and the
+headers sent. The same request later is answered from that: the list's counter row read
+(on the engine a Flask read would take), its tag computed as web.conditional does, and the
+body the cache holds under that tag sent with the remembered headers, a new ETag,
+Content-Length and X-Request-ID; it is logged and counted as Flask's answer would be.
+
+The tag names the list's version and size, so the body found under it is the page as the
+list is now, built by Flask for this very URL: what the fast lane sends is always what
+Flask would send. Anything else goes to Flask: another method, a signed-in or cookie
+bearing request, an If-None-Match, a request not seen lately, a tag the cache does not
+hold (Flask is told not to read the counter again, and builds), a database error (Flask
+answers it as it does any). The layer is on in the standalone app when the response
+cache is (``COMMENTSVC_FAST_LANE``, on by default).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from commentsvc.operations import metrics, request_log
+from commentsvc.web.conditional import CANDIDATE, MISSED, Candidate, list_etag
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+    from flask import Flask
+
+    from commentsvc.service import CommentService
+
+# How many requests a process remembers (the oldest forgotten first).
+KEPT = 4096
+
+# The parts of a request that decide a cached list answer: the same values, the same
+# answer (a signed-in, cookie-bearing or conditional request never comes this way).
+_KEY_PARTS = ("PATH_INFO", "QUERY_STRING", "SCRIPT_NAME", "HTTP_HOST", "SERVER_NAME",
+              "SERVER_PORT", "SERVER_PROTOCOL", "wsgi.url_scheme", "HTTP_ACCEPT")
+# A request with any of these goes to Flask.
+_PASSED_ON = ("HTTP_AUTHORIZATION", "HTTP_COOKIE", "HTTP_IF_NONE_MATCH")
+# The headers made per answer (their values are not remembered).
+_PER_ANSWER = frozenset(("etag", "content-length", "x-request-id"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Remembered:
+    candidate: Candidate
+    # As sent: (name, its lower case, value); the per-answer ones' values are made anew.
+    headers: tuple[tuple[str, str, str], ...]
+
+
+def _key(environ: WSGIEnvironment) -> tuple[Any, ...] | None:
+    """The request's key, or None when it must go to Flask."""
+    if environ.get("REQUEST_METHOD") != "GET":
+        return None
+    for name in _PASSED_ON:
+        if name in environ:
+            return None
+    return tuple(environ.get(name) for name in _KEY_PARTS)
+
+
+class FastLane:
+    """WSGI middleware in front of ``app``'s own ``wsgi_app`` (``flask_wsgi``)."""
+
+    def __init__(self, app: Flask, flask_wsgi: WSGIApplication, service: CommentService,
+                 kept: int = KEPT):
+        self.app, self.flask_wsgi, self.service = app, flask_wsgi, service
+        self.kept = kept
+        self.remembered: dict[tuple[Any, ...], _Remembered] = {}
+        self._lock = threading.Lock()
+        self.recorder = metrics.for_app(app)
+
+    def __call__(self, environ: WSGIEnvironment,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        key = _key(environ)
+        if key is None:
+            return self.flask_wsgi(environ, start_response)
+        found = self.remembered.get(key)
+        if found is not None:
+            started = perf_counter()
+            cached = self._cached(found.candidate)
+            if cached is not None:
+                return self._send(environ, start_response, found, *cached, started)
+            environ[MISSED] = True
+        return self._through_flask(environ, start_response, key)
+
+    def _cached(self, candidate: Candidate) -> tuple[str, bytes] | None:
+        """The tag of the list's answer as the list is now and the body the cache holds
+        under it, or None (not cached, or the counter could not be read: Flask answers)."""
+        cache = self.service.page_cache
+        if cache is None:
+            return None
+        try:
+            with self.app.app_context():
+                state = self.service.reads.reading(
+                    None, lambda engine: self.service.counter_readers.for_engine(engine)
+                    .read(candidate.list_key))
+        except Exception:  # noqa: BLE001 - Flask answers it, as it answers any error
+            return None
+        tag = list_etag(state, candidate.url, candidate.query, candidate.shown_as)
+        body = cache.get(tag)
+        return None if body is None else (tag, body)
+
+    def _send(self, environ: WSGIEnvironment, start_response: StartResponse,
+              found: _Remembered, tag: str, body: bytes, started: float) -> Iterable[bytes]:
+        """The remembered answer with this body: its headers in Flask's order, the
+        per-answer ones made now; logged and counted as Flask's."""
+        request_id = request_log.request_id_for(environ.get("HTTP_X_REQUEST_ID"))
+        made = {"etag": tag, "content-length": str(len(body)), "x-request-id": request_id}
+        start_response("200 OK", [(name, made[lowered] if lowered in made else value)
+                                  for name, lowered, value in found.headers])
+        candidate = found.candidate
+        duration = perf_counter() - started
+        self.recorder.record("GET", candidate.endpoint, 200, duration)
+        request_log.log_request("GET", candidate.path, 200, duration, request_id,
+                                environ.get("REMOTE_ADDR"))
+        return [body]
+
+    def _through_flask(self, environ: WSGIEnvironment, start_response: StartResponse,
+                       key: tuple[Any, ...]) -> Iterable[bytes]:
+        """Flask's answer; remembered when web.reads marked it a candidate and it is the
+        200 it describes, forgotten when it is anything else."""
+        def remembering(status: str, headers: list[tuple[str, str]],
+                        exc_info: Any = None) -> Any:
+            candidate = environ.get(CANDIDATE)
+            if candidate is not None and status == "200 OK" and exc_info is None:
+                self._remember(key, candidate, headers)
+            else:
+                self.remembered.pop(key, None)
+            return start_response(status, headers, exc_info)
+        return self.flask_wsgi(environ, remembering)
+
+    def _remember(self, key: tuple[Any, ...], candidate: Candidate,
+                  headers: list[tuple[str, str]]) -> None:
+        names = {name.lower(): value for name, value in headers}
+        if names.get("etag") != candidate.tag or "set-cookie" in names:
+            return
+        if _PER_ANSWER - names.keys():
+            return
+        kept = tuple((name, name.lower(), value) for name, value in headers)
+        with self._lock:
+            if key not in self.remembered and len(self.remembered) >= self.kept:
+                del self.remembered[next(iter(self.remembered))]
+            self.remembered[key] = _Remembered(candidate, kept)
