@@ -147,6 +147,7 @@ class FastLane:
             return
         kept = tuple((name, name.lower(), value) for name, value in headers)
         with self._lock:
-            if key not in self.remembered and len(self.remembered) >= self.kept:
+            if key not in self.remembered and self.remembered \
+                    and len(self.remembered) >= self.kept:
                 del self.remembered[next(iter(self.remembered))]
             self.remembered[key] = _Remembered(candidate, kept)
