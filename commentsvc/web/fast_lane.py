@@ -4,12 +4,15 @@ again exactly as before, is answered from the response cache with one counter re
 A cached page still costs a whole Flask request around its counter read (a request
 context, routing, the hooks, a Response object): most of what such a request costs. Here a
 WSGI layer in front of the standalone app remembers, for each anonymous JSON list request
-Flask answered 200 (its method, URL, host, scheme, protocol and Accept, as sent), what
-the answer was made of: the list, the URL and query its tag is computed from, and the
-headers sent. The same request later is answered from that: the list's counter row read
-(on the engine a Flask read would take), its tag computed as web.conditional does, and the
-body the cache holds under that tag sent with the remembered headers, a new ETag,
-Content-Length and X-Request-ID; it is logged and counted as Flask's answer would be.
+that Flask answered 200 and that was asked for again (its method, URL, host, scheme,
+protocol and Accept, as sent; the first time Flask builds and caches the page, the second
+time it finds it cached, and only then is the answer remembered: a page asked for once,
+deep in a long list, costs the lane nothing but a look-up), what the answer was made of:
+the list, the URL and query its tag is computed from, and the headers sent. The same
+request later is answered from that: the list's counter row read (on the engine a Flask
+read would take), its tag computed as web.conditional does, and the body the cache holds
+under that tag sent with the remembered headers, a new ETag, Content-Length and
+X-Request-ID; it is logged and counted as Flask's answer would be.
 
 The tag names the list's version and size, so the body found under it is the page as the
 list is now, built by Flask for this very URL: what the fast lane sends is always what
@@ -23,6 +26,7 @@ cache is (``COMMENTSVC_FAST_LANE``, on by default).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from time import perf_counter
@@ -74,7 +78,8 @@ class FastLane:
                  kept: int = KEPT):
         self.app, self.flask_wsgi, self.service = app, flask_wsgi, service
         self.kept = kept
-        self.remembered: dict[tuple[Any, ...], _Remembered] = {}
+        # Oldest first (dict lookups need no lock; changes take it).
+        self.remembered: OrderedDict[tuple[Any, ...], _Remembered] = OrderedDict()
         self._lock = threading.Lock()
         self.recorder = metrics.for_app(app)
 
@@ -126,15 +131,16 @@ class FastLane:
 
     def _through_flask(self, environ: WSGIEnvironment, start_response: StartResponse,
                        key: tuple[Any, ...]) -> Iterable[bytes]:
-        """Flask's answer; remembered when web.reads marked it a candidate and it is the
-        200 it describes, forgotten when it is anything else."""
+        """Flask's answer; remembered when web.reads offered it (a request asked for
+        again) and it is the 200 it describes; forgotten when it was remembered and is
+        no longer such an answer."""
         def remembering(status: str, headers: list[tuple[str, str]],
                         exc_info: Any = None) -> Any:
             candidate = environ.get(CANDIDATE)
             if candidate is not None and status == "200 OK" and exc_info is None:
                 self._remember(key, candidate, headers)
-            else:
-                self.remembered.pop(key, None)
+            elif environ.get(MISSED):  # remembered, and no longer answered alike
+                self._forget(key)
             return start_response(status, headers, exc_info)
         return self.flask_wsgi(environ, remembering)
 
@@ -147,7 +153,11 @@ class FastLane:
             return
         kept = tuple((name, name.lower(), value) for name, value in headers)
         with self._lock:
-            if key not in self.remembered and self.remembered \
-                    and len(self.remembered) >= self.kept:
-                del self.remembered[next(iter(self.remembered))]
             self.remembered[key] = _Remembered(candidate, kept)
+            self.remembered.move_to_end(key)
+            while len(self.remembered) > self.kept:
+                self.remembered.popitem(last=False)
+
+    def _forget(self, key: tuple[Any, ...]) -> None:
+        with self._lock:
+            self.remembered.pop(key, None)

@@ -53,6 +53,7 @@ class ListPage:
         self.page_size, self.viewer, self.representation = page_size, viewer, representation
         self.paginator = service.paginator
         self.respond = list_responder(representation)
+        self.offer = False  # whether web.fast_lane is offered this answer
 
     def response(self, engine: Engine) -> Response:
         """The page read from ``engine`` (the primary's or a replica's).
@@ -63,10 +64,14 @@ class ListPage:
         would miss the cache anyway, and the page read brings the counter row with it).
         """
         reader = self.service.counter_readers.for_engine(engine)
-        if conditional.MISSED in self.req.environ or not conditional.counter_first(
+        # web.fast_lane is offered the answers to requests asked for again: those it
+        # remembers (their cached body missing) and those this process cached lately.
+        self.offer = conditional.MISSED in self.req.environ
+        if self.offer or not conditional.counter_first(
                 self.req, self.service.page_cache, self.service.cached_pages,
                 self._identity()):
             return self._built(reader, engine, None)
+        self.offer = True
         tagged = self._tagged(reader.read(self.comments.key))[1]
         return conditional.answer(self.req, tagged, self.service.page_cache, self.respond,
                                   lambda: self._built(reader, engine, tagged))
@@ -76,7 +81,7 @@ class ListPage:
         page = self.paginator.paginate(self.req, self.comments, state, self.page_size)
         tagged = conditional.tagged(self.req, state, page.query, self.service.settings,
                                     self.viewer, self.representation)
-        if self.viewer is None and self.representation == JSON \
+        if self.offer and self.viewer is None and self.representation == JSON \
                 and self.service.page_cache is not None:
             self._offer_fast_lane(page.query, tagged.tag)
         return page, tagged
