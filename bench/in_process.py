@@ -18,6 +18,7 @@ import io
 import itertools
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -65,6 +66,20 @@ def answered(app: Callable, request: dict, expected: str) -> bytes:
 def caller(app: Callable, token: str | None = None) -> Callable[[], bytes]:
     """The app's page 1, as a WSGI server would call it; its body (each a 200)."""
     return lambda: answered(app, environ(token=token), "200")
+
+
+def random_pager(app: Callable, seed: int = 7) -> Callable[[], bytes]:
+    """The app's random pages of the whole site's list (each a 200), page numbers drawn
+    from a generator seeded with ``seed``, so that two runs ask for the same pages: the
+    long tail, where the response cache rarely helps."""
+    pages = json.loads(caller(app)())["p8n"]["num_pages"]
+    rng = random.Random(seed)
+
+    def call() -> bytes:
+        request = environ()
+        request["QUERY_STRING"] = f"page={rng.randint(1, pages)}"
+        return answered(app, request, "200")
+    return call
 
 
 def poster(app: Flask, token: str) -> Callable[[], bytes]:

@@ -5,7 +5,8 @@ times on a shared machine move by a tenth or more.
     DATABASE_URL=postgresql://... python bench/instructions.py [--requests 300]
         [--token KEY] [--before DIR] [--json FILE]
 
-Each case (the service's page 1 with its response cache on, and off, and given
+Each case (the service's page 1 with its response cache on, and off, random pages of the
+whole site's list with the cache on (the same pages each run), and given
 ``--token`` read signed in with the cache on, and a new comment posted by that key's
 user, as bench/in_process.py calls them) runs in a
 process of its own under callgrind twice: after its warm-up once with no request, once
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Each case's mode: the service's response cache in MB, or "bare" (the bare Flask view with
 # page 1's body, bench/bare_app.py) with the one statement it runs, if any.
-CASES = {"page 1, cache on": "64", "page 1, cache off": "0"}
+CASES = {"page 1, cache on": "64", "page 1, cache off": "0", "random pages, cache on": "random"}
 SIGNED_IN = "page 1, signed in"
 POSTED = "post, signed in"
 YARDSTICKS = {"bare Flask view": "bare", "bare view + counter read": "bare:counter",
@@ -49,6 +50,8 @@ sys.path.insert(0, os.getcwd())  # the checkout's service, not the one beside th
 mode = sys.argv[1]
 if mode == "post":
     call = in_process.poster(in_process.service_app(64), sys.argv[3])
+elif mode == "random":
+    call = in_process.random_pager(in_process.service_app(64))
 elif mode.startswith("bare"):
     body = in_process.caller(in_process.service_app(64))()
     call = in_process.caller(in_process.bare_app(body, mode.partition(":")[2] or None))

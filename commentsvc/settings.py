@@ -285,8 +285,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Megabytes of rendered list responses each worker keeps, keyed by ETag; 0 turns "
             "the cache off."),
     Setting("FAST_LANE", True, _flag,
-            "Standalone, with the response cache on: a list page a worker served lately to "
-            "an anonymous client, asked for again alike, is answered from the cache with "
+            "Standalone, with the response cache on: an anonymous JSON list request that a "
+            "worker has answered twice lately is answered from then on from the cache after "
             "one counter read, before Flask (web.fast_lane); off sends every request "
             "through Flask."),
     Setting("CACHE_MAX_AGE", 0, _non_negative_int,

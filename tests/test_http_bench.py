@@ -95,8 +95,8 @@ def test_the_in_process_bench_times_only_200s():
 
 def test_instructions_a_request_are_the_difference_of_two_counts_over_the_requests():
     runs = []
-    cost = {"64": 2_000, "0": 3_000, "bare": 500, "bare:counter": 800, "bare:page": 1_200,
-            "post": 4_000}
+    cost = {"64": 2_000, "0": 3_000, "random": 2_800, "bare": 500, "bare:counter": 800,
+            "bare:page": 1_200, "post": 4_000}
 
     def counter(root, mode, requests, token):
         runs.append((mode, requests, token))
@@ -104,14 +104,17 @@ def test_instructions_a_request_are_the_difference_of_two_counts_over_the_reques
 
     figures = instructions.per_request(Path("."), 100, "key", counter=counter)
     assert figures == {"page 1, cache on": 2_000, "page 1, cache off": 3_000,
-                       "page 1, signed in": 2_500, "post, signed in": 4_500}
+                       "random pages, cache on": 2_800, "page 1, signed in": 2_500,
+                       "post, signed in": 4_500}
     warm = instructions.WARM_UP
     assert sorted(runs) == sorted([("64", warm, ""), ("64", warm + 100, ""), ("0", warm, ""),
-                                   ("0", warm + 100, ""), ("64", warm, "key"),
+                                   ("0", warm + 100, ""), ("random", warm, ""),
+                                   ("random", warm + 100, ""), ("64", warm, "key"),
                                    ("64", warm + 100, "key"), ("post", warm, "key"),
                                    ("post", warm + 100, "key")])
     assert instructions.per_request(Path("."), 100, yardsticks=True, counter=counter) == {
-        "page 1, cache on": 2_000, "page 1, cache off": 3_000, "bare Flask view": 500,
+        "page 1, cache on": 2_000, "page 1, cache off": 3_000,
+        "random pages, cache on": 2_800, "bare Flask view": 500,
         "bare view + counter read": 800, "bare view + page read": 1_200}
 
 
@@ -125,6 +128,28 @@ def test_the_in_process_poster_posts_a_new_comment_each_call(app, community):
         auth.revoke_token(conn, revoke)
     with pytest.raises(SystemExit, match="401"):
         call()
+
+
+def test_the_in_process_random_pages_are_the_same_pages_each_run(app, sample, monkeypatch):
+    asked: list[str] = []
+    real = in_process.answered
+
+    def noting(wsgi_app, request, expected):
+        asked.append(request["QUERY_STRING"])
+        return real(wsgi_app, request, expected)
+
+    monkeypatch.setattr(in_process, "answered", noting)
+    runs = []
+    for _ in range(2):
+        call = in_process.random_pager(app, seed=3)
+        asked.clear()
+        bodies = [json.loads(call()) for _ in range(5)]
+        runs.append(list(asked))
+        pages = int(bodies[0]["p8n"]["num_pages"])
+        assert all(body["results"] for body in bodies)
+    assert runs[0] == runs[1]
+    assert {int(query.removeprefix("page=")) for query in runs[0]} <= set(range(1, pages + 1))
+    assert len(set(runs[0])) > 1
 
 
 def test_the_in_process_bare_view_serves_the_body_it_is_given():
