@@ -54,9 +54,15 @@ def get_engine() -> Engine:
                 prepare_engine(engine)
                 protect(engine, current_app.extensions["commentsvc"].settings)
                 _served.add(engine)
+    return usable(engine)
+
+
+def usable(engine: Engine) -> Engine:
+    """``engine``; but right after a deadline passed on it, the 503 at once
+    (storage.outage)."""
     found = outage.outage_of(engine)
     if found is not None:
-        found.check()  # right after a deadline passed: 503 at once
+        found.check()
     return engine
 
 

@@ -220,22 +220,23 @@ class ReadRouting:
                                settings.replica_check_seconds)
         return cls(router, recent_writers)
 
-    def reading(self, user_id: int | None, work: Callable[[Engine], T]) -> T:
+    def reading(self, user_id: int | None, work: Callable[[Engine], T],
+                primary: Callable[[], Engine] = get_engine) -> T:
         """``work(engine)`` on a usable replica, or on the primary when there is none,
         when the user wrote lately, or when the replica fails (then it runs again on the
-        primary)."""
+        primary). ``primary`` gives the primary's engine (by default the current app's)."""
         router = self.router
         if router is None or (user_id is not None
                               and self.recent_writers.wrote_recently(user_id)):
-            return work(get_engine())
+            return work(primary())
         replica = router.pick()
         if replica is None:
-            return work(get_engine())
+            return work(primary())
         try:
             return work(replica)
         except sa_exc.DBAPIError as exc:
             router.failed(replica, exc)
-        return work(get_engine())
+        return work(primary())
 
     def wrote(self, user_id: int) -> None:
         """A write by ``user_id`` committed: send their reads to the primary for a while."""
