@@ -108,9 +108,8 @@ def test_each_host_and_scheme_is_its_own_answer(client, sample, flask_calls):
 
 @pytest.mark.parametrize("headers", [
     {"Authorization": "Token nobody"},
-    {"If-None-Match": '"nothing"'},
     {"Accept": "text/html"},
-], ids=["signed-in", "conditional", "html"])
+], ids=["signed-in", "html"])
 def test_these_always_go_to_flask(client, sample, flask_calls, headers):
     for _ in range(3):
         client.get(LIST, headers=headers)
@@ -124,6 +123,38 @@ def test_a_request_with_a_cookie_goes_to_flask(client, sample, flask_calls):
     client.get(LIST)
     client.get(LIST)
     assert len(flask_calls) == 4
+
+
+@pytest.mark.parametrize("named", ["{tag}", "W/{tag}", '"other", {tag}', "*"])
+def test_a_revalidation_is_answered_304_before_flask(client, sample, flask_calls, named):
+    tag = client.get(LIST).headers["ETag"]
+    client.get(LIST)  # Flask, from the cache: remembered
+    asked = {"If-None-Match": named.format(tag=tag)}
+    flasks = client.get(LIST, headers=asked)  # Flask's 304: remembered too
+    fast = [client.get(LIST, headers=asked) for _ in range(2)]
+    assert len(flask_calls) == 3
+    assert flasks.status_code == 304 and flasks.data == b""
+    assert answer(fast[0]) == answer(fast[1]) == answer(flasks)
+
+
+def test_a_tag_that_is_not_the_pages_gets_the_page(client, sample, flask_calls):
+    plain = client.get(LIST)
+    client.get(LIST)
+    other = client.get(LIST, headers={"If-None-Match": '"other"'})
+    assert len(flask_calls) == 2 and answer(other) == answer(plain)
+
+
+def test_a_stale_tag_gets_the_new_page(app, client, sample, flask_calls):
+    stale = {"If-None-Match": client.get(LIST).headers["ETag"]}
+    client.get(LIST)
+    assert client.get(LIST, headers=stale).status_code == 304  # Flask's, remembered
+    with app.app_context(), engine.writing(engine.get_engine()) as conn:
+        store.add_comment(conn, store.NewComment("users.user", 17, 45, "just now"))
+    fresh = client.get(LIST, headers=stale)  # no page under the new tag: Flask builds it
+    again = client.get(LIST, headers=stale)
+    assert fresh.status_code == 200 and fresh.headers["ETag"] != stale["If-None-Match"]
+    assert fresh.get_json()["results"][0]["body"] == "just now"
+    assert answer(again) == answer(fresh) and len(flask_calls) == 4
 
 
 def test_other_methods_go_to_flask(client, sample, flask_calls):

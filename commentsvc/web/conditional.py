@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from hashlib import blake2b
 
 from flask import Request, Response
+from werkzeug.http import parse_etags
 
 from commentsvc.settings import Settings
 from commentsvc.storage.page_cache import PageCache, RecentlyCached
@@ -64,7 +65,13 @@ def request_url(request: Request) -> str:
 
 def matches(request: Request, tag: str) -> bool:
     """Whether If-None-Match names this response (weak comparison, as RFC 9110 says)."""
-    return request.if_none_match.contains_weak(tag.strip('"')) if request.if_none_match else False
+    return names_tag(request.headers.get("If-None-Match"), tag)
+
+
+def names_tag(if_none_match: str | None, tag: str) -> bool:
+    """Whether an If-None-Match value names ``tag`` (quoted): weak comparison, ``*`` names
+    every tag (web.fast_lane compares the header as sent)."""
+    return bool(if_none_match) and parse_etags(if_none_match).contains_weak(tag.strip('"'))
 
 
 @dataclass(frozen=True, slots=True)
