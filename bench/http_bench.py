@@ -8,7 +8,9 @@ In one run, each under the same gunicorn settings and load, the cases taking tur
   * the service with its response cache on (the default) and off (every request reads
     the database and builds the page), on the whole site's list: page 1, the last page,
     and a random page (wrk picks one of every page for each request, so the cache rarely
-    helps); and on many targets: page 1 and the last page of a random target each time.
+    helps); page 1 revalidated (If-None-Match with its tag, as a CDN or a browser sends
+    it: a 304); and on many targets: page 1 and the last page of a random target each
+    time.
 Then, once, latency by page depth (cache off): pages 1, 10, 100, ... and the last.
 The ratios the performance goals name are computed per round from neighbouring runs:
 each case over the bare view, and the last page over page 1 wherever both are measured.
@@ -16,6 +18,8 @@ each case over the bare view, and the last page over page 1 wherever both are me
     DATABASE_URL=postgresql://... python bench/http_bench.py [--duration 10]
         [--json FILE] [--charts DIR]
 
+``--before DIR`` serves another checkout (an earlier commit) too, and measures its page 1,
+page 1 revalidated and random pages the same way in the same run, as "before: ...".
 ``--charts DIR`` draws req/s by case and latency by page depth as PNGs (bench/charts.py).
 
 The load comes from wrk when it is installed, else from a small Python client; both run on
@@ -37,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -98,11 +103,12 @@ def _wrk_ms(text: str) -> float:
 @dataclass(frozen=True)
 class Target:
     """What a case requests: one URL, or each time one of ``paths`` on the URL's server (or
-    one of its ``page=1..pages``) picked at random."""
+    one of its ``page=1..pages``) picked at random; with ``headers`` on every request."""
 
     url: str
     paths: tuple[str, ...] = ()
     pages: int = 0
+    headers: tuple[tuple[str, str], ...] = ()
 
     def pick(self, rng: random.Random) -> str:
         if self.paths:
@@ -133,6 +139,8 @@ def load_wrk(target: Target, duration: int, connections: int) -> dict:
             path = Path(scratch, "random.lua")
             path.write_text("math.randomseed(os.time())\n" + script, encoding="utf-8")
             extra = ["--script", str(path)]
+        for name, value in target.headers:
+            extra += ["--header", f"{name}: {value}"]
         output = subprocess.run(
             ["wrk", "--threads", "1", "--connections", str(connections),
              "--duration", f"{duration}s", "--latency", *extra, target.url],
@@ -163,8 +171,13 @@ def load_python(target: Target, duration: int, connections: int) -> dict:
         while time.monotonic() < stop:
             started = time.perf_counter()
             try:
-                with urllib.request.urlopen(target.pick(rng), timeout=10) as response:
+                asked = urllib.request.Request(target.pick(rng), headers=dict(target.headers))
+                with urllib.request.urlopen(asked, timeout=10) as response:
                     response.read()
+            except urllib.error.HTTPError as exc:
+                if exc.code != 304:  # a revalidation's answer (urllib raises it)
+                    failed += 1
+                    continue
             except OSError:
                 failed += 1
                 continue
@@ -225,11 +238,15 @@ def depths(num_pages: int) -> list[str]:
 
 def service_cases(base: str, label: str, num_pages: int,
                   targets: list[tuple[str, int]]) -> dict[str, Target]:
-    """The service's cases on one server (cache ``label``)."""
+    """The service's cases on one server (cache ``label``): among them page 1 revalidated
+    with the tag it has (a CDN's or a browser's If-None-Match, answered 304)."""
     url = base + PATH
     lists = tuple(f"{PATH}?content_type={quote(kind)}&object_id={oid}" for kind, oid in targets)
+    with urllib.request.urlopen(url) as response:
+        tag = response.headers["ETag"]
     return {
         f"page 1, {label}": Target(url),
+        f"page 1 revalidated (304), {label}": Target(url, headers=(("If-None-Match", tag),)),
         f"last page ({num_pages}), {label}": Target(f"{url}?page={num_pages}"),
         f"random pages, {label}": Target(url, pages=num_pages),
         f"many targets: page 1, {label}": Target(url, paths=lists),
@@ -291,7 +308,8 @@ def main() -> int:
                     args.worker_class, args.threads, root=args.before.resolve()))
                 earlier = service_cases(base, label, num_pages, targets)
                 cases.update({f"before: {name}": earlier[name] for name in (
-                    f"page 1, {label}", f"random pages, {label}")})
+                    f"page 1, {label}", f"page 1 revalidated (304), {label}",
+                    f"random pages, {label}")})
         bare_env = {"BENCH_BODY_FILE": str(body_file)}
         for name, env in ((BARE, {}), *((CEILINGS[k], {"BENCH_DB_READ": k}) for k in CEILINGS)):
             base = servers.enter_context(gunicorn("bench.bare_app:app", {**bare_env, **env},

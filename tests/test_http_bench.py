@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,30 @@ def test_random_pages_and_targets_are_picked_alike_by_wrk_and_the_python_client(
     assert 'math.random(1, 50)' in pages.lua() and '"/api/comments/?page="' in pages.lua()
     assert '"/api/comments/?content_type=b&object_id=2"' in lists.lua()
     assert http_bench.Target("http://x/api/comments/").lua() is None
+
+
+def test_a_revalidation_is_sent_with_its_tag_by_wrk_and_the_python_client(monkeypatch):
+    revalidated = http_bench.Target("http://x/api/comments/",
+                                    headers=(("If-None-Match", '"abc"'),))
+    commands: list[list[str]] = []
+
+    def run(command, **_kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout="Requests/sec: 10.0\n")
+
+    monkeypatch.setattr(http_bench.subprocess, "run", run)
+    assert http_bench.load_wrk(revalidated, 1, 1)["rps"] == 10.0
+    assert commands[0][-3:] == ["--header", 'If-None-Match: "abc"', "http://x/api/comments/"]
+    sent: list[dict] = []
+
+    def urlopen(request, timeout):
+        sent.append(dict(request.header_items()))
+        raise urllib.error.HTTPError(request.full_url, 304, "Not Modified", None, None)
+
+    monkeypatch.setattr(http_bench.urllib.request, "urlopen", urlopen)
+    measured = http_bench.load_python(revalidated, 0.05, 1)
+    assert measured["errors"] == 0 and measured["rps"] > 0
+    assert sent[0] == {"If-none-match": '"abc"'}
 
 
 def test_depths_are_powers_of_ten_below_the_last_page():
