@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from bench import charts, http_bench, in_process, instructions, lock_hold, write_bench
+from bench import (
+    charts,
+    http_bench,
+    in_process,
+    instructions,
+    lock_hold,
+    long_tail,
+    write_bench,
+)
 from commentsvc.storage import engine
 from commentsvc.web import auth
 from conftest import Community
@@ -58,6 +66,12 @@ def test_a_revalidation_is_sent_with_its_tag_by_wrk_and_the_python_client(monkey
     measured = http_bench.load_python(revalidated, 0.05, 1)
     assert measured["errors"] == 0 and measured["rps"] > 0
     assert sent[0] == {"If-none-match": '"abc"'}
+
+
+def test_the_long_tail_servers_take_turns_in_both_orders():
+    assert long_tail.turns(["a", "b", "c"], 3) == [["a", "b", "c"], ["c", "b", "a"],
+                                                   ["a", "b", "c"]]
+    assert long_tail.turns(["a"], 0) == []
 
 
 def test_depths_are_powers_of_ten_below_the_last_page():
