@@ -77,11 +77,15 @@ def names_tag(if_none_match: str | None, tag: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Tagged:
     """A list response's tag and the headers that go with it, and the JSON answer's tag
-    (which the browsable page shows; the same as ``tag`` for JSON)."""
+    (which the browsable page shows; the same as ``tag`` for JSON), and what the JSON tag
+    was computed from besides the list's state and the query (web.fast_lane computes it
+    again from a new state)."""
 
     tag: str
     headers: dict[str, str]
     json_tag: str
+    url: str
+    shown_as: str
 
 
 def tagged(request: Request, state: ListState, query: str, settings: Settings,
@@ -102,7 +106,7 @@ def tagged(request: Request, state: ListState, query: str, settings: Settings,
     tag = json_tag
     if representation == HTML:
         tag = list_etag(state, url, query, f"{shown_as}\x00{settings.page_digest}\x00{viewer!r}")
-    return Tagged(tag, {"ETag": tag, "Cache-Control": cache_control}, json_tag)
+    return Tagged(tag, {"ETag": tag, "Cache-Control": cache_control}, json_tag, url, shown_as)
 
 
 def answer(request: Request, tagged: Tagged, cache: PageCache | None, respond: Respond,

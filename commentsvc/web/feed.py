@@ -85,11 +85,11 @@ class ListFeed:
         """The feed's tag in ``state`` and its caching headers (a list's, never private:
         no one sees another feed)."""
         settings = self.service.settings
-        tag = conditional.list_etag(state, conditional.request_url(self.req),
-                                    urlencode(self.comments.filters),
-                                    f"{settings.display_digest}\x00{_FEED_DIGEST}")
+        url = conditional.request_url(self.req)
+        shown_as = f"{settings.display_digest}\x00{_FEED_DIGEST}"
+        tag = conditional.list_etag(state, url, urlencode(self.comments.filters), shown_as)
         return conditional.Tagged(tag, {"ETag": tag, "Cache-Control": settings.cache_control},
-                                  tag)
+                                  tag, url, shown_as)
 
     def _built(self, reader: ListStateReader, engine: Engine) -> Response:
         """The feed read (the page read, then the entries' dates), written, then cached

@@ -83,17 +83,16 @@ class ListPage:
                                     self.viewer, self.representation)
         if self.offer and self.viewer is None and self.representation == JSON \
                 and self.service.page_cache is not None:
-            self._offer_fast_lane(page.query, tagged.tag)
+            self._offer_fast_lane(page.query, tagged)
         return page, tagged
 
-    def _offer_fast_lane(self, query: str, tag: str) -> None:
+    def _offer_fast_lane(self, query: str, tagged: conditional.Tagged) -> None:
         """Tell web.fast_lane what this anonymous JSON answer is made of, should it be
         the one sent (the last offer of a request is the answer's)."""
         req = self.req
         rule = req.url_rule
         req.environ[conditional.CANDIDATE] = conditional.Candidate(
-            self.comments.key, conditional.request_url(req), query,
-            self.service.settings.display_digest, tag,
+            self.comments.key, tagged.url, query, tagged.shown_as, tagged.tag,
             rule.endpoint if rule is not None else "", req.path)
 
     def _built(self, reader: ListStateReader, engine: Engine,
