@@ -285,10 +285,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Megabytes of rendered list responses each worker keeps, keyed by ETag; 0 turns "
             "the cache off."),
     Setting("FAST_LANE", True, _flag,
-            "Standalone, with the response cache on: an anonymous JSON list request that a "
-            "worker has answered twice lately is answered from then on from the cache after "
-            "one counter read, before Flask (web.fast_lane); off sends every request "
-            "through Flask."),
+            "Standalone: anonymous JSON list requests are answered before Flask "
+            "(web.fast_lane): one a worker answered twice lately from the cache after one "
+            "counter read, another page of a list Flask answered built in one statement; "
+            "off sends every request through Flask."),
     Setting("CACHE_MAX_AGE", 0, _non_negative_int,
             "Seconds a client or CDN may reuse a list response before revalidating it "
             "with its ETag; 0 means revalidate every time."),

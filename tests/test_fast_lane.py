@@ -1,18 +1,22 @@
 """The fast lane (web.fast_lane): a cached list page asked for again alike is answered
-before Flask, and its answer is always the one Flask would give."""
+before Flask, another page of a list Flask answered is built before Flask, and the
+answer is always the one Flask would give."""
 
 from __future__ import annotations
 
+import doctest
 import json
 import logging
 
 import pytest
 from test_metrics import requests_counted
 
+from app import create_app
 from commentsvc.operations import request_log
+from commentsvc.rules.comment_lists import CommentList
 from commentsvc.storage import counters, engine, store
-from commentsvc.web import current
-from commentsvc.web.conditional import CANDIDATE, Candidate
+from commentsvc.web import current, page_shapes
+from commentsvc.web.conditional import AGAIN, CANDIDATE, Candidate
 from commentsvc.web.fast_lane import FastLane
 
 LIST = "/api/comments/"
@@ -44,6 +48,17 @@ def flask_calls(app) -> list[str]:
 
     lane.flask_wsgi = counting
     return calls
+
+
+@pytest.fixture
+def flask_only(database_url, app):
+    """A client of an app on the same database with no fast lane: Flask's own answers."""
+    made = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": database_url,
+                       "COMMENTSVC_FAST_LANE": "off"})
+    assert lane_of(made) is None
+    yield made.test_client()
+    with made.app_context():
+        engine.get_engine().dispose()
 
 
 def answer(response) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -144,17 +159,18 @@ def test_a_tag_that_is_not_the_pages_gets_the_page(client, sample, flask_calls):
     assert len(flask_calls) == 2 and answer(other) == answer(plain)
 
 
-def test_a_stale_tag_gets_the_new_page(app, client, sample, flask_calls):
+def test_a_stale_tag_gets_the_new_page(app, client, sample, flask_calls, flask_only):
     stale = {"If-None-Match": client.get(LIST).headers["ETag"]}
     client.get(LIST)
     assert client.get(LIST, headers=stale).status_code == 304  # Flask's, remembered
     with app.app_context(), engine.writing(engine.get_engine()) as conn:
         store.add_comment(conn, store.NewComment("users.user", 17, 45, "just now"))
-    fresh = client.get(LIST, headers=stale)  # no page under the new tag: Flask builds it
-    again = client.get(LIST, headers=stale)
+    fresh = client.get(LIST, headers=stale)  # no page under the new tag: the lane builds it
+    again = client.get(LIST, headers=stale)  # and finds it cached
     assert fresh.status_code == 200 and fresh.headers["ETag"] != stale["If-None-Match"]
     assert fresh.get_json()["results"][0]["body"] == "just now"
-    assert answer(again) == answer(fresh) and len(flask_calls) == 4
+    assert answer(again) == answer(fresh) == answer(flask_only.get(LIST, headers=stale))
+    assert len(flask_calls) == 3
 
 
 def test_other_methods_go_to_flask(client, sample, flask_calls):
@@ -181,20 +197,24 @@ def test_a_write_is_never_hidden_and_the_counter_is_read_once(app, client, sampl
 
     monkeypatch.setattr(counters.ListStateReader, "read", counting)
     after = client.get(TARGET)
-    assert len(flask_calls) == 3 and len(reads) == 1  # Flask built it without a 2nd read
+    assert len(flask_calls) == 2 and len(reads) == 1  # the lane built it, no 2nd read
     shown = {e["id"]: e["is_deleted"] for e in after.get_json()["results"]}
     assert {e["id"]: e["is_deleted"] for e in before["results"]}[1298] is False
     assert shown[1298] is True
-    assert answer(client.get(TARGET)) == answer(after) and len(flask_calls) == 3
+    assert answer(client.get(TARGET)) == answer(after) and len(flask_calls) == 2
 
 
-def test_a_new_comment_is_shown_at_once(app, client, sample, flask_calls):
+@pytest.mark.parametrize("url", [LIST, f"{LIST}?page=2"])
+def test_a_new_comment_is_shown_at_once(app, client, sample, flask_calls, flask_only, url):
     for _ in range(3):
-        client.get(LIST)
+        client.get(url)  # Flask's, Flask's from the cache (remembered), the lane's
     with app.app_context(), engine.writing(engine.get_engine()) as conn:
         written = store.add_comment(conn, store.NewComment("users.user", 17, 45, "just now"))
     assert client.get(LIST).get_json()["results"][0]["id"] == written
-    assert len(flask_calls) == 3
+    for page in (2, 3):  # the remembered one rebuilt, another built by its shape
+        assert answer(client.get(f"{LIST}?page={page}")) == answer(
+            flask_only.get(f"{LIST}?page={page}"))
+    assert len(flask_calls) == 2
 
 
 def test_a_database_error_is_left_to_flask(client, sample, flask_calls, monkeypatch):
@@ -239,16 +259,19 @@ def test_an_answer_that_is_no_longer_a_200_is_forgotten(app):
     statuses = ["200 OK", "404 NOT FOUND"]
 
     def flask_wsgi(environ, start_response):
-        environ[CANDIDATE] = Candidate("site", "url", "", "shown", '"t"', "list", LIST)
+        environ[CANDIDATE] = Candidate("site", "url", "page=5", "shown", '"t"', "list", LIST,
+                                       CommentList(None, None), 25, "http://h" + LIST)
+        environ[AGAIN] = True
         start_response(statuses.pop(0), [("ETag", '"t"'), ("Content-Length", "2"),
                                          ("X-Request-ID", "r")])
         return [b"{}"]
 
     lane = FastLane(app, flask_wsgi, current.of(app))
-    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": LIST}
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": LIST, "QUERY_STRING": "page=5"}
     lane(dict(environ), lambda *args: None)
     assert len(lane.remembered) == 1
-    lane(dict(environ), lambda *args: None)  # remembered, not cached: Flask answers 404
+    # remembered, not cached, and the empty list has no page 5: Flask answers 404
+    lane(dict(environ), lambda *args: None)
     assert lane.remembered == {} and statuses == []
 
 
@@ -262,12 +285,141 @@ def test_it_remembers_a_bounded_number_of_requests(app, client, sample):
     assert sorted(key[1] for key in lane.remembered) == ["page_size=2", "page_size=3"]
 
 
-@pytest.mark.parametrize("config", [{"COMMENTSVC_FAST_LANE": "off"},
-                                    {"COMMENTSVC_RESPONSE_CACHE_MB": 0}],
-                         ids=["turned-off", "no-cache"])
-def test_it_can_be_turned_off(app_factory, config):
-    assert lane_of(app_factory(**config)) is None
+def test_it_can_be_turned_off(app_factory):
+    assert lane_of(app_factory(COMMENTSVC_FAST_LANE="off")) is None
 
 
 def test_it_is_on_by_default(app):
     assert lane_of(app) is not None
+
+
+# Pairs of one page of a list, which Flask answers, and another page of the same shape,
+# which the lane then builds.
+SHAPES = [
+    (LIST, f"{LIST}?page=2"),
+    (f"{LIST}?page=2", f"{LIST}?page=5"),
+    (f"{LIST}?page=3", f"{LIST}?page=1"),
+    (f"{TARGET}&page=2&page_size=1", f"{TARGET}&page=1&page_size=1"),
+    (f"{TARGET}&page_size=1", f"{TARGET}&page_size=1&page=2"),
+    (f"{LIST}?page_size=2&content_type=comics.comicpage",
+     f"{LIST}?page_size=2&content_type=comics.comicpage&page=2"),
+    (f"{LIST}?page=2&page_size=1&page_size=4", f"{LIST}?page=4&page_size=1&page_size=4"),
+    (f"{LIST}?format=json&page=1", f"{LIST}?format=json&page=6"),
+    (f"{LIST}?unknown=1&page=2", f"{LIST}?unknown=1&page=3"),
+    (f"{LIST}?page_size=9999", f"{LIST}?page_size=9999"),
+]
+
+
+@pytest.mark.parametrize("accept", ACCEPTS)
+@pytest.mark.parametrize(("seen", "other"), SHAPES)
+def test_another_page_of_a_list_is_built_before_flask(client, sample, flask_calls, flask_only,
+                                                      seen, other, accept):
+    headers = {"Accept": accept} if accept else {}
+    assert client.get(seen, headers=headers).status_code == 200  # Flask's
+    built = client.get(other, headers=headers)
+    assert answer(built) == answer(flask_only.get(other, headers=headers))
+    assert built.status_code == 200 and built.get_json()["results"]
+    assert len(flask_calls) == (1 if other != seen else 2)  # the same page: cached lately
+
+
+@pytest.mark.parametrize("query", ["page=last", "page=02", "page=2&page=3", "%70age=2",
+                                   "page=2&q=a+b", "page=", "page=99999999999999999999"])
+def test_a_query_without_a_shape_goes_to_flask(client, sample, flask_calls, flask_only,
+                                               query):
+    client.get(f"{LIST}?page=2")
+    response = client.get(f"{LIST}?{query}")
+    assert answer(response) == answer(flask_only.get(f"{LIST}?{query}"))
+    assert len(flask_calls) == 2
+
+
+def test_a_page_the_list_does_not_have_goes_to_flask(client, sample, flask_calls, flask_only):
+    client.get(f"{LIST}?page=2")
+    response = client.get(f"{LIST}?page=999")
+    assert response.status_code == 404
+    assert answer(response) == answer(flask_only.get(f"{LIST}?page=999"))
+    assert len(flask_calls) == 2
+
+
+def test_a_built_page_is_cached_then_remembered(app, client, sample, flask_calls):
+    lane = lane_of(app)
+    assert lane is not None
+    client.get(f"{LIST}?page=2")  # Flask: the shape is learned
+    built = client.get(f"{LIST}?page=3")  # the lane builds it and caches it
+    cached = client.get(f"{LIST}?page=3")  # Flask, which finds it cached: remembered
+    fast = client.get(f"{LIST}?page=3")
+    assert answer(built) == answer(cached) == answer(fast)
+    assert [call.partition("?")[2] for call in flask_calls] == ["page=2", "page=3"]
+    assert [key[1] for key in lane.remembered] == ["page=3"]
+
+
+def test_a_tag_named_goes_to_flask_until_remembered(client, sample, flask_calls):
+    client.get(f"{LIST}?page=2")
+    asked = {"If-None-Match": client.get(f"{LIST}?page=3").headers["ETag"]}
+    assert client.get(f"{LIST}?page=3", headers=asked).status_code == 304  # Flask's
+    assert client.get(f"{LIST}?page=3", headers=asked).status_code == 304  # the lane's
+    assert len(flask_calls) == 2
+
+
+def test_a_database_error_while_building_is_left_to_flask(client, sample, flask_calls,
+                                                          monkeypatch):
+    client.get(f"{LIST}?page=2")
+    real = counters.ListStateReader.read_page
+    failures = [RuntimeError("the database is gone")]
+
+    def failing_once(self, read):
+        if failures:
+            raise failures.pop()
+        return real(self, read)
+
+    monkeypatch.setattr(counters.ListStateReader, "read_page", failing_once)
+    response = client.get(f"{LIST}?page=3")
+    assert response.status_code == 200 and not failures
+    assert len(flask_calls) == 2
+
+
+def test_its_built_answers_are_logged_and_counted(client, sample, caplog):
+    caplog.set_level(logging.INFO, logger="commentsvc.request")
+    client.get(f"{LIST}?page=2")
+    counted = requests_counted(client, "GET", "commentsvc.comment_list", 200)
+    caplog.clear()
+    built = client.get(f"{LIST}?page=3", headers={"X-Request-ID": "abc-123"})
+    formatter = request_log.JsonFormatter()
+    lines = [json.loads(formatter.format(record)) for record in caplog.records
+             if getattr(record, "fields", {}).get("path") == LIST]
+    assert [(line["status"], line["request_id"]) for line in lines] == [(200, "abc-123")]
+    assert built.headers["X-Request-ID"] == "abc-123"
+    assert requests_counted(client, "GET", "commentsvc.comment_list", 200) == counted + 1
+
+
+def test_it_remembers_a_bounded_number_of_shapes(app, client, sample):
+    lane = lane_of(app)
+    assert lane is not None
+    lane.kept = 2
+    for size in (1, 2, 3):
+        client.get(f"{LIST}?page_size={size}")
+    assert sorted(key[1] for key in lane.shapes) == ["page_size=2", "page_size=3"]
+
+
+def test_without_a_cache_it_builds_every_page_it_can(app_factory, database_url):
+    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
+    lane = lane_of(app)
+    assert lane is not None
+    from conftest import insert_records, read_ndjson, sample_path
+    insert_records(app, read_ndjson(sample_path()))
+    calls: list[str] = []
+    inner = lane.flask_wsgi
+    lane.flask_wsgi = lambda environ, start: calls.append(environ["PATH_INFO"]) or inner(
+        environ, start)
+    client = app.test_client()
+    pages = [client.get(f"{LIST}?page={page}") for page in (1, 2, 1, 2, 3)]
+    flask_only = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": database_url,
+                             "COMMENTSVC_FAST_LANE": "off", "COMMENTSVC_RESPONSE_CACHE_MB": 0})
+    for page, response in zip((1, 2, 1, 2, 3), pages, strict=True):
+        assert answer(response) == answer(flask_only.test_client().get(f"{LIST}?page={page}"))
+    with flask_only.app_context():
+        engine.get_engine().dispose()
+    assert len(calls) == 1 and lane.remembered == {}
+
+
+def test_a_query_has_a_shape_only_when_plainly_spelled():
+    assert doctest.testmod(page_shapes).failed == 0

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def install(app: Flask, service: CommentService) -> None:
     """Put the layers around ``app.wsgi_app`` (Flask's middleware idiom)."""
     settings = service.settings
-    if settings.fast_lane and service.page_cache is not None:
+    if settings.fast_lane:
         app.wsgi_app = FastLane(app, app.wsgi_app, service)  # type: ignore[method-assign]
     app.wsgi_app = forwarding.trusting(  # type: ignore[method-assign,assignment]
         app.wsgi_app, settings.trusted_proxies)

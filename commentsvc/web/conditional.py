@@ -16,6 +16,7 @@ from hashlib import blake2b
 from flask import Request, Response
 from werkzeug.http import parse_etags
 
+from commentsvc.rules.comment_lists import CommentList
 from commentsvc.settings import Settings
 from commentsvc.storage.page_cache import PageCache, RecentlyCached
 from commentsvc.storage.store import ListState
@@ -25,8 +26,14 @@ from commentsvc.web.negotiation import HTML
 # How a representation's body becomes a response: (body, status, headers).
 Respond = Callable[[bytes, int, dict[str, str]], Response]
 
+# Set by web.fast_lane on every request it sends to Flask: the view then offers it what
+# an anonymous JSON list answer is made of.
+IN_LANE = "commentsvc.fast_lane.in_lane"
 # Set on a request whose answer web.fast_lane may remember (a Candidate).
 CANDIDATE = "commentsvc.fast_lane.candidate"
+# Set (True) on a request asked for again (answered from the cache, or with a tag): the
+# lane remembers this very request, not only its shape.
+AGAIN = "commentsvc.fast_lane.again"
 # Set by web.fast_lane on a request it read the counter for and found no cached body: the
 # view builds the page at once, without reading the counter a second time.
 MISSED = "commentsvc.fast_lane.missed"
@@ -35,8 +42,9 @@ MISSED = "commentsvc.fast_lane.missed"
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """What an anonymous JSON list answer is made of, for web.fast_lane: its list, what
-    its tag is computed from besides the list's state, the tag, and its endpoint and path
-    (for the log and the metrics)."""
+    its tag is computed from besides the list's state, the tag, its endpoint and path
+    (for the log and the metrics), and what builds another page of it (the list, its
+    page size, the URL its page links start with)."""
 
     list_key: str
     url: str
@@ -45,6 +53,9 @@ class Candidate:
     tag: str
     endpoint: str
     path: str
+    comments: CommentList
+    page_size: int
+    base_url: str
 
 
 def list_etag(state: ListState, url: str, query: str, display_digest: str) -> str:
@@ -61,6 +72,14 @@ def request_url(request: Request) -> str:
     them into an IRI; for telling responses apart the parts themselves serve.
     """
     return f"{request.scheme}://{request.host}{request.root_path}\x00{request.path}"
+
+
+def page_identity(url: str, query_string: bytes, viewer_id: int | None,
+                  representation: str) -> str:
+    """What tells one list answer apart from others whatever the list's state (the
+    response cache's recently cached pages are named by it); ``url`` is
+    ``request_url(request)``, ``query_string`` the query as sent."""
+    return f"{url}?{query_string!r}\x00{'' if viewer_id is None else viewer_id}\x00{representation}"
 
 
 def matches(request: Request, tag: str) -> bool:

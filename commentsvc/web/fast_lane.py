@@ -1,29 +1,38 @@
-"""Cached list pages answered before Flask: a page this process served lately, asked for
-again exactly as before, is answered after one counter read, from the response cache or
-with a 304.
+"""Anonymous JSON list pages answered before Flask: a page this process served lately,
+asked for again exactly as before, after one counter read (from the response cache or with
+a 304), and another page of a list Flask answered, built here.
 
-A cached page still costs a whole Flask request around its counter read (a request
-context, routing, the hooks, a Response object): most of what such a request costs. Here a
-WSGI layer in front of the standalone app remembers, for each anonymous JSON list request
-that Flask answered and that was asked for again (its method, URL, host, scheme, protocol
-and Accept, as sent; the first time Flask builds and caches the page, the second time it
-finds it cached, and only then is the answer remembered: a page asked for once, deep in a
-long list, costs the lane nothing but a look-up), what the answer was made of: the list,
-the URL and query its tag is computed from, and the headers Flask sent with its 200 and
-with its 304. The same request later is answered from that: the list's counter row read
-(on the engine a Flask read would take) and its tag computed as web.conditional does; an
-If-None-Match naming the tag gets the 304, any other request the body the cache holds
-under the tag; both with the remembered headers, a new ETag, Content-Length and
-X-Request-ID, logged and counted as Flask's answer would be.
+A list request still costs a whole Flask request around its reads (a request context,
+routing, the hooks, a Response object): most of what a cached page costs, and a good part
+of a built one. Here a WSGI layer in front of the standalone app learns from Flask's
+answers to anonymous JSON list requests (their method, URL, host, scheme, protocol and
+Accept, as sent):
 
-The tag names the list's version and size, so the body found under it is the page as the
-list is now, built by Flask for this very URL: what the fast lane sends is always what
-Flask would send. Anything else goes to Flask: another method, a signed-in or cookie
-bearing request, a request not seen lately, a 304 or 200 the lane has not seen Flask
-send for it yet, a tag the cache does not hold (Flask is told not to read the counter
-again, and builds), a database error (Flask answers it as it does any). The layer is on
-in the standalone app when the response cache is (``COMMENTSVC_FAST_LANE``, on by
-default).
+* **A request asked for again** (the first time Flask builds and caches the page, the
+  second time it finds it cached, and only then is the request remembered) is answered
+  from what the answer was made of: the list's counter row read (on the engine a Flask
+  read would take) and its tag computed as web.conditional does; an If-None-Match naming
+  the tag gets the 304 Flask sent, any other request the body the cache holds under the
+  tag, or the page built here when the cache holds none (after a write).
+* **Another page of a list** (the same request but for its ``page`` number: its shape,
+  web.page_shapes) is built here once Flask answered a 200 of that shape, as Flask builds
+  it: one statement reads the page and the list's state (web.reads.read_page), the body
+  is made by web.reads.json_page, the tag computed from the state, and the page cached.
+  A request of that shape that names a tag, or that this process cached lately, goes to
+  Flask, which answers it from the cache and so has it remembered.
+
+Either way the answer goes out with the headers Flask sent for a 200 (or 304) of that
+request or shape, a new ETag, Content-Length and X-Request-ID, logged and counted as
+Flask's answer would be.
+
+The tag names the list's version and size, so a body found under it is the page as the
+list is now, built for this very URL; a page built here is made from the state its own
+read saw, by the code Flask's view builds it with. Anything else goes to Flask: another
+method, a signed-in or cookie-bearing request, a request of a shape Flask has not
+answered, a query without a shape (``page=last``, an encoded name), a page the list does
+not have (404), a database error (Flask answers it as it does any). The layer is in front
+of the standalone app (``COMMENTSVC_FAST_LANE``, on by default); with the response cache
+off it builds pages and caches none.
 """
 
 from __future__ import annotations
@@ -36,8 +45,22 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from commentsvc.operations import metrics, request_log
+from commentsvc.rules import pagination
 from commentsvc.storage.engine import get_engine, usable
-from commentsvc.web.conditional import CANDIDATE, MISSED, Candidate, list_etag, names_tag
+from commentsvc.web import reads, request_args
+from commentsvc.web.conditional import (
+    AGAIN,
+    CANDIDATE,
+    IN_LANE,
+    MISSED,
+    Candidate,
+    keep,
+    list_etag,
+    names_tag,
+    page_identity,
+)
+from commentsvc.web.negotiation import JSON
+from commentsvc.web.page_shapes import shape
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -54,6 +77,7 @@ KEPT = 4096
 # compared with the tag).
 _KEY_PARTS = ("PATH_INFO", "QUERY_STRING", "SCRIPT_NAME", "HTTP_HOST", "SERVER_NAME",
               "SERVER_PORT", "SERVER_PROTOCOL", "wsgi.url_scheme", "HTTP_ACCEPT")
+_QUERY = _KEY_PARTS.index("QUERY_STRING")
 # A request with any of these goes to Flask.
 _PASSED_ON = ("HTTP_AUTHORIZATION", "HTTP_COOKIE")
 # The answers the lane gives, as Werkzeug spells their status lines.
@@ -72,6 +96,33 @@ class _Remembered:
     candidate: Candidate
     # By status (200, 304): the headers Flask sent; the per-answer ones are made anew.
     headers: dict[int, Headers]
+
+
+def _kept(candidate: Candidate, status: int, headers: list[tuple[str, str]]
+          ) -> Headers | None:
+    """An answer's headers as the lane keeps them, or None when it must not be replayed
+    (not the offered answer's tag, a cookie set, a per-answer header missing)."""
+    names = {name.lower(): value for name, value in headers}
+    if names.get("etag") != candidate.tag or "set-cookie" in names:
+        return None
+    if _PER_ANSWER[status] - names.keys():
+        return None
+    return tuple((name, name.lower(), value) for name, value in headers)
+
+
+def _identity(candidate: Candidate, environ: WSGIEnvironment) -> str:
+    """The request's name among the pages this process cached lately, as web.reads
+    names it."""
+    return page_identity(candidate.url, environ.get("QUERY_STRING", "").encode("latin-1"),
+                         None, JSON)
+
+
+def _shape(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], int] | None:
+    """The key of the request's shape and the page it asks for, or None (no shape)."""
+    shaped = shape(key[_QUERY] or "")
+    if shaped is None:
+        return None
+    return (*key[:_QUERY], shaped[0], *key[_QUERY + 1:]), shaped[1]
 
 
 def _key(environ: WSGIEnvironment) -> tuple[Any, ...] | None:
@@ -93,6 +144,9 @@ class FastLane:
         self.kept = kept
         # Oldest first (dict lookups need no lock; changes take it).
         self.remembered: OrderedDict[tuple[Any, ...], _Remembered] = OrderedDict()
+        # By shape (the request's key with its query's shape, web.page_shapes): what
+        # builds another page of it, and the headers Flask sent with a 200 of it.
+        self.shapes: OrderedDict[tuple[Any, ...], _Remembered] = OrderedDict()
         self._lock = threading.Lock()
         self.recorder = metrics.for_app(app)
         self._engine: Engine | None = None  # the app's, once asked for
@@ -100,9 +154,11 @@ class FastLane:
     def __call__(self, environ: WSGIEnvironment,
                  start_response: StartResponse) -> Iterable[bytes]:
         key = _key(environ)
-        found = None if key is None else self.remembered.get(key)
+        if key is None:
+            return self.flask_wsgi(environ, start_response)
+        found = self.remembered.get(key)
         if found is None:
-            return self._through_flask(environ, start_response, key)
+            return self._by_shape(environ, start_response, key)
         started = perf_counter()
         tag = self._tag(found.candidate)
         if tag is None:  # the counter could not be read: Flask answers as it does
@@ -113,11 +169,65 @@ class FastLane:
             return self._through_flask(environ, start_response, key)  # remembers its 304
         cache = self.service.page_cache
         body = None if cache is None else cache.get(tag)
+        if body is not None and 200 in found.headers:
+            return self._send(environ, start_response, found, 200, tag, body, started)
+        shaped = _shape(key)
+        if body is None and shaped is not None and 200 in found.headers:
+            built = self._built(environ, found, shaped[1], started)
+            if built is not None:
+                return self._send(environ, start_response, found, 200, *built, started)
         if body is None:
             environ[MISSED] = True
-        elif 200 in found.headers:
-            return self._send(environ, start_response, found, 200, tag, body, started)
         return self._through_flask(environ, start_response, key)
+
+    def _by_shape(self, environ: WSGIEnvironment, start_response: StartResponse,
+                  key: tuple[Any, ...]) -> Iterable[bytes]:
+        """A request not remembered: built here when Flask answered one of its shape (the
+        same but for the page number) and it is not one the cache may spare (it names a
+        tag, or this process cached it lately: Flask answers those, and from its answer
+        the request is remembered); otherwise Flask's answer."""
+        shaped = _shape(key)
+        learned = None if shaped is None else self.shapes.get(shaped[0])
+        if learned is None or "HTTP_IF_NONE_MATCH" in environ or self._may_be_cached(
+                learned.candidate, environ):
+            return self._through_flask(environ, start_response, key)
+        assert shaped is not None
+        started = perf_counter()
+        built = self._built(environ, learned, shaped[1], started)
+        if built is None:
+            return self._through_flask(environ, start_response, key)
+        return self._send(environ, start_response, learned, 200, *built, started)
+
+    def _may_be_cached(self, template: Candidate, environ: WSGIEnvironment) -> bool:
+        """Whether Flask would read the counter row first for this request: the cache is
+        shared by every node, or this process cached this very page lately."""
+        cache = self.service.page_cache
+        return cache is not None and (cache.shared or self.service.cached_pages.holds(
+            _identity(template, environ)))
+
+    def _built(self, environ: WSGIEnvironment, template: _Remembered, number: int,
+               started: float) -> tuple[str, bytes] | None:
+        """Page ``number`` of the template's list, as Flask builds it for this request
+        (its tag and body, cached as Flask caches it); None when Flask must answer: the
+        list has no such page (404), or the read failed."""
+        candidate = template.candidate
+        service = self.service
+        try:
+            state, rows = reads.read_page(service, candidate.comments, number,
+                                          candidate.page_size, self._primary)
+        except Exception:  # noqa: BLE001 - Flask answers it, as it answers any error
+            return None
+        num_pages = pagination.num_pages(state.count, candidate.page_size)
+        if number > num_pages:
+            return None
+        query_string = environ.get("QUERY_STRING", "").encode("latin-1")
+        query = request_args.quoted(query_string)
+        tag = list_etag(state, candidate.url, query, candidate.shown_as)
+        body = reads.json_page(service.settings, candidate.base_url, query, number,
+                               num_pages, rows, None)
+        keep(service.page_cache, service.cached_pages, tag, body,
+             _identity(candidate, environ))
+        return tag, body
 
     def _tag(self, candidate: Candidate) -> str | None:
         """The tag of the list's answer as the list is now, or None when the counter row
@@ -169,20 +279,33 @@ class FastLane:
             candidate = environ.get(CANDIDATE)
             code = _STATUSES.get(status)
             if candidate is not None and code is not None and exc_info is None:
-                self._remember(key, candidate, code, headers)
+                if code == 200:
+                    self._learn(key, candidate, headers)
+                if environ.get(AGAIN) and self.service.page_cache is not None:
+                    self._remember(key, candidate, code, headers)
             elif environ.get(MISSED):  # remembered, and no longer answered alike
                 self._forget(key)
             return start_response(status, headers, exc_info)
+        environ[IN_LANE] = True
         return self.flask_wsgi(environ, remembering)
+
+    def _learn(self, key: tuple[Any, ...], candidate: Candidate,
+               headers: list[tuple[str, str]]) -> None:
+        """Remember the shape of a request Flask answered with a 200 page."""
+        shaped = _shape(key)
+        kept = _kept(candidate, 200, headers)
+        if shaped is None or kept is None or shaped[0] in self.shapes:
+            return
+        with self._lock:
+            self.shapes[shaped[0]] = _Remembered(candidate, {200: kept})
+            while len(self.shapes) > self.kept:
+                self.shapes.popitem(last=False)
 
     def _remember(self, key: tuple[Any, ...], candidate: Candidate, status: int,
                   headers: list[tuple[str, str]]) -> None:
-        names = {name.lower(): value for name, value in headers}
-        if names.get("etag") != candidate.tag or "set-cookie" in names:
+        kept = _kept(candidate, status, headers)
+        if kept is None:
             return
-        if _PER_ANSWER[status] - names.keys():
-            return
-        kept = tuple((name, name.lower(), value) for name, value in headers)
         with self._lock:
             earlier = self.remembered.get(key)
             answers = {} if earlier is None else dict(earlier.headers)

@@ -30,6 +30,7 @@ class Page:
     num_pages: int
     size: int
     query: str  # the request's raw query string, which page links keep as sent
+    base_url: str  # the URL the page links start with
 
     @property
     def positions(self) -> tuple[int, int]:
@@ -69,7 +70,7 @@ class PageNumberPagination:
         except pagination.InvalidPage as exc:
             raise NotFound("Invalid page.") from exc
         return Page(comments, state, number, num_pages, page_size,
-                    request_args.raw_query(request))
+                    request_args.raw_query(request), request_args.base_url(request))
 
     @staticmethod
     def page_read(request: Request, comments: CommentList, page_size: int, settings: Settings,
@@ -84,6 +85,12 @@ class PageNumberPagination:
     def get_paginated_response(request: Request, page: Page,
                                results: Sequence[object]) -> dict[str, object]:
         """The list response's body: the page's ``results`` and its ``p8n`` navigation."""
-        return {"results": results,
-                "p8n": pagination.build_p8n(request_args.base_url(request), page.query, page.number,
-                                            page.num_pages)}
+        return paginated(page.base_url, page.query, page.number, page.num_pages, results)
+
+
+def paginated(base_url: str, query: str, number: int, num_pages: int,
+              results: Sequence[object]) -> dict[str, object]:
+    """The body of page ``number`` of ``num_pages``: its ``results`` and its ``p8n``
+    navigation, the page links made of ``base_url`` and the ``query`` as sent."""
+    return {"results": results,
+            "p8n": pagination.build_p8n(base_url, query, number, num_pages)}

@@ -10,6 +10,7 @@ body, or the page built (under the tag of the state its own read saw).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -22,12 +23,13 @@ from commentsvc.storage.engine import read_snapshot
 from commentsvc.web import browsable, conditional
 from commentsvc.web.exceptions import NotFound
 from commentsvc.web.negotiation import JSON
-from commentsvc.web.paginator import Page
+from commentsvc.web.paginator import Page, list_page_read, paginated
 from commentsvc.web.rendering import DESCRIPTION, display_of, json_headers, list_responder
 
 if TYPE_CHECKING:
     from commentsvc.rules.comment_lists import CommentList
     from commentsvc.service import CommentService
+    from commentsvc.settings import Settings
     from commentsvc.storage.counters import ListStateReader
     from commentsvc.web.auth import Viewer
 
@@ -44,6 +46,26 @@ def one_comment(service: CommentService, viewer: Viewer | None, comment_id: int)
     return comment
 
 
+def json_page(settings: Settings, base_url: str, query: str, number: int, num_pages: int,
+              rows: list[tuple[Any, ...]], viewer: Viewer | None) -> bytes:
+    """A list page's JSON answer from its one-statement read's ``rows`` (ListPage builds
+    it so, and web.fast_lane too)."""
+    return orjson.dumps(paginated(base_url, query, number, num_pages,
+                                  results_json(rows, display_of(settings), viewer)))
+
+
+def read_page(service: CommentService, comments: CommentList, number: int,
+              page_size: int, primary: Callable[[], Engine]
+              ) -> tuple[store.ListState, list[tuple[Any, ...]]]:
+    """Page ``number`` of an anonymous list read in one statement, from a replica when
+    there are any (web.fast_lane; ``primary`` gives the primary's engine): the list's
+    state and the page's rows."""
+    read = list_page_read(comments, number, page_size, service.settings)
+    return service.reads.reading(
+        None, lambda engine: service.counter_readers.for_engine(engine).read_page(read),
+        primary)
+
+
 class ListPage:
     """One list request: which list, its page size, who asks, and in which representation."""
 
@@ -53,7 +75,8 @@ class ListPage:
         self.page_size, self.viewer, self.representation = page_size, viewer, representation
         self.paginator = service.paginator
         self.respond = list_responder(representation)
-        self.offer = False  # whether web.fast_lane is offered this answer
+        self.settings = service.settings
+        self.again = False  # whether this request was asked for again (web.fast_lane)
 
     def response(self, engine: Engine) -> Response:
         """The page read from ``engine`` (the primary's or a replica's).
@@ -64,14 +87,14 @@ class ListPage:
         would miss the cache anyway, and the page read brings the counter row with it).
         """
         reader = self.service.counter_readers.for_engine(engine)
-        # web.fast_lane is offered the answers to requests asked for again: those it
-        # remembers (their cached body missing) and those this process cached lately.
-        self.offer = conditional.MISSED in self.req.environ
-        if self.offer or not conditional.counter_first(
+        # web.fast_lane remembers the requests asked for again (those it remembers, their
+        # cached body missing, and those this process cached lately), not only their shape.
+        self.again = conditional.MISSED in self.req.environ
+        if self.again or not conditional.counter_first(
                 self.req, self.service.page_cache, self.service.cached_pages,
                 self._identity()):
             return self._built(reader, engine, None)
-        self.offer = True
+        self.again = True
         tagged = self._tagged(reader.read(self.comments.key))[1]
         return conditional.answer(self.req, tagged, self.service.page_cache, self.respond,
                                   lambda: self._built(reader, engine, tagged))
@@ -79,21 +102,23 @@ class ListPage:
     def _tagged(self, state: store.ListState) -> tuple[Page, conditional.Tagged]:
         """The page asked for of the list in ``state`` (404 if it has none) and its tag."""
         page = self.paginator.paginate(self.req, self.comments, state, self.page_size)
-        tagged = conditional.tagged(self.req, state, page.query, self.service.settings,
+        tagged = conditional.tagged(self.req, state, page.query, self.settings,
                                     self.viewer, self.representation)
-        if self.offer and self.viewer is None and self.representation == JSON \
-                and self.service.page_cache is not None:
-            self._offer_fast_lane(page.query, tagged)
+        if self.viewer is None and self.representation == JSON \
+                and conditional.IN_LANE in self.req.environ:
+            self._offer_fast_lane(page, tagged)
         return page, tagged
 
-    def _offer_fast_lane(self, query: str, tagged: conditional.Tagged) -> None:
+    def _offer_fast_lane(self, page: Page, tagged: conditional.Tagged) -> None:
         """Tell web.fast_lane what this anonymous JSON answer is made of, should it be
         the one sent (the last offer of a request is the answer's)."""
         req = self.req
         rule = req.url_rule
         req.environ[conditional.CANDIDATE] = conditional.Candidate(
-            self.comments.key, tagged.url, query, tagged.shown_as, tagged.tag,
-            rule.endpoint if rule is not None else "", req.path)
+            self.comments.key, tagged.url, page.query, tagged.shown_as, tagged.tag,
+            rule.endpoint if rule is not None else "", req.path, self.comments,
+            self.page_size, page.base_url)
+        req.environ[conditional.AGAIN] = self.again
 
     def _built(self, reader: ListStateReader, engine: Engine,
                tagged: conditional.Tagged | None) -> Response:
@@ -107,8 +132,8 @@ class ListPage:
             self.req, self.comments, self.page_size, settings))
         page, tagged = self._tagged(state)
         if self.representation == JSON:
-            body = orjson.dumps(self.paginator.get_paginated_response(
-                self.req, page, results_json(rows, display_of(settings), self.viewer)))
+            body = json_page(settings, page.base_url, page.query,
+                             page.number, page.num_pages, rows, self.viewer)
         else:
             entries = results(rows, display_of(settings), self.viewer)
             body = self._page_html(engine, page, self.paginator.get_paginated_response(
@@ -120,8 +145,9 @@ class ListPage:
     def _identity(self) -> str:
         """What tells this page apart from others, whatever the list's state."""
         viewer = self.viewer
-        return (f"{conditional.request_url(self.req)}?{self.req.query_string!r}\x00"
-                f"{viewer.id if viewer else ''}\x00{self.representation}")
+        return conditional.page_identity(conditional.request_url(self.req),
+                                         self.req.query_string,
+                                         viewer.id if viewer else None, self.representation)
 
     def _page_html(self, engine: Engine, page: Page, data: dict[str, object],
                    entries: list[dict[str, Any]], tagged: conditional.Tagged) -> bytes:

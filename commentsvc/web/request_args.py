@@ -82,4 +82,9 @@ def _base_url(scheme: str, host: str, root_path: str, path: str) -> str:
 
 def raw_query(request: Request) -> str:
     """The query string as the client spelled it, made safe to repeat inside a URL."""
-    return quote(request.query_string, safe=_URL_SAFE)
+    return quoted(request.query_string)
+
+
+def quoted(query_string: bytes) -> str:
+    """A query string as sent (bytes), made safe to repeat inside a URL."""
+    return quote(query_string, safe=_URL_SAFE)
