@@ -2,10 +2,10 @@
 the cache rarely helps), on up to three servers measured in turn: this checkout, this
 checkout with the fast lane off, and ``--before DIR`` (an earlier commit).
 
-What the fast lane costs a page it does not answer is about a percent, less than the
-rounds of bench/http_bench.py spread; here the servers take turns, round after round (the
-order reversed every other round), on the same load, so that a drift of the machine
-meets them alike.
+The fast lane builds such pages itself once Flask answered one page of the list (before
+it did, it cost them about a percent, less than the rounds of bench/http_bench.py
+spread); here the servers take turns, round after round (the order reversed every other
+round), on the same load, so that a drift of the machine meets them alike.
 
     DATABASE_URL=postgresql://... python bench/long_tail.py [--before DIR]
         [--rounds 6] [--duration 6] [--json FILE]
