@@ -423,3 +423,22 @@ def test_without_a_cache_it_builds_every_page_it_can(app_factory, database_url):
 
 def test_a_query_has_a_shape_only_when_plainly_spelled():
     assert doctest.testmod(page_shapes).failed == 0
+
+
+def test_without_a_cache_a_revalidation_is_answered_304_before_flask(app_factory):
+    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
+    lane = lane_of(app)
+    assert lane is not None
+    from conftest import insert_records, read_ndjson, sample_path
+    insert_records(app, read_ndjson(sample_path()))
+    calls: list[str] = []
+    inner = lane.flask_wsgi
+    lane.flask_wsgi = lambda environ, start: calls.append(environ["PATH_INFO"]) or inner(
+        environ, start)
+    client = app.test_client()
+    asked = {"If-None-Match": client.get(LIST).headers["ETag"]}  # Flask's: the shape
+    flasks = client.get(LIST, headers=asked)  # Flask's 304: remembered
+    fast = client.get(LIST, headers=asked)
+    built = client.get(LIST)  # remembered, nothing cached: built without a counter read
+    assert flasks.status_code == fast.status_code == 304 and len(calls) == 2
+    assert answer(fast) == answer(flasks) and built.headers["ETag"] == asked["If-None-Match"]

@@ -160,6 +160,9 @@ class FastLane:
         if found is None:
             return self._by_shape(environ, start_response, key)
         started = perf_counter()
+        cache = self.service.page_cache
+        if cache is None and "HTTP_IF_NONE_MATCH" not in environ:  # nothing to spare
+            return self._built_or_flask(environ, start_response, key, found, started)
         tag = self._tag(found.candidate)
         if tag is None:  # the counter could not be read: Flask answers as it does
             return self._through_flask(environ, start_response, key)
@@ -167,17 +170,12 @@ class FastLane:
             if 304 in found.headers:
                 return self._send(environ, start_response, found, 304, tag, b"", started)
             return self._through_flask(environ, start_response, key)  # remembers its 304
-        cache = self.service.page_cache
         body = None if cache is None else cache.get(tag)
         if body is not None and 200 in found.headers:
             return self._send(environ, start_response, found, 200, tag, body, started)
-        shaped = _shape(key)
-        if body is None and shaped is not None and 200 in found.headers:
-            built = self._built(environ, found, shaped[1], started)
-            if built is not None:
-                return self._send(environ, start_response, found, 200, *built, started)
-        if body is None:
+        if body is None:  # built here, or by Flask without a second counter read
             environ[MISSED] = True
+            return self._built_or_flask(environ, start_response, key, found, started)
         return self._through_flask(environ, start_response, key)
 
     def _by_shape(self, environ: WSGIEnvironment, start_response: StartResponse,
@@ -191,12 +189,22 @@ class FastLane:
         if learned is None or "HTTP_IF_NONE_MATCH" in environ or self._may_be_cached(
                 learned.candidate, environ):
             return self._through_flask(environ, start_response, key)
-        assert shaped is not None
-        started = perf_counter()
-        built = self._built(environ, learned, shaped[1], started)
+        return self._built_or_flask(environ, start_response, key, learned, perf_counter())
+
+    def _built_or_flask(self, environ: WSGIEnvironment, start_response: StartResponse,
+                        key: tuple[Any, ...], template: _Remembered,
+                        started: float) -> Iterable[bytes]:
+        """The page this request asks for of the template's list, built here (with the
+        headers Flask sent for a 200 of it, or of its shape), or Flask's answer when it
+        cannot be."""
+        shaped = _shape(key)
+        if shaped is not None and 200 not in template.headers:
+            template = self.shapes.get(shaped[0], template)
+        built = None if shaped is None or 200 not in template.headers else self._built(
+            environ, template, shaped[1])
         if built is None:
             return self._through_flask(environ, start_response, key)
-        return self._send(environ, start_response, learned, 200, *built, started)
+        return self._send(environ, start_response, template, 200, *built, started)
 
     def _may_be_cached(self, template: Candidate, environ: WSGIEnvironment) -> bool:
         """Whether Flask would read the counter row first for this request: the cache is
@@ -205,8 +213,8 @@ class FastLane:
         return cache is not None and (cache.shared or self.service.cached_pages.holds(
             _identity(template, environ)))
 
-    def _built(self, environ: WSGIEnvironment, template: _Remembered, number: int,
-               started: float) -> tuple[str, bytes] | None:
+    def _built(self, environ: WSGIEnvironment, template: _Remembered, number: int
+               ) -> tuple[str, bytes] | None:
         """Page ``number`` of the template's list, as Flask builds it for this request
         (its tag and body, cached as Flask caches it); None when Flask must answer: the
         list has no such page (404), or the read failed."""
@@ -281,7 +289,7 @@ class FastLane:
             if candidate is not None and code is not None and exc_info is None:
                 if code == 200:
                     self._learn(key, candidate, headers)
-                if environ.get(AGAIN) and self.service.page_cache is not None:
+                if environ.get(AGAIN):
                     self._remember(key, candidate, code, headers)
             elif environ.get(MISSED):  # remembered, and no longer answered alike
                 self._forget(key)
