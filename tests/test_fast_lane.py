@@ -307,6 +307,9 @@ SHAPES = [
     (f"{LIST}?format=json&page=1", f"{LIST}?format=json&page=6"),
     (f"{LIST}?unknown=1&page=2", f"{LIST}?unknown=1&page=3"),
     (f"{LIST}?page_size=9999", f"{LIST}?page_size=9999"),
+    (f"{LIST}?page=2", f"{LIST}?page=last"),
+    (f"{TARGET}&page_size=1&page=last", f"{TARGET}&page_size=1&page=2"),
+    (f"{TARGET}&page_size=100&page=1", f"{TARGET}&page_size=100&page=last"),
 ]
 
 
@@ -322,8 +325,8 @@ def test_another_page_of_a_list_is_built_before_flask(client, sample, flask_call
     assert len(flask_calls) == (1 if other != seen else 2)  # the same page: cached lately
 
 
-@pytest.mark.parametrize("query", ["page=last", "page=02", "page=2&page=3", "%70age=2",
-                                   "page=2&q=a+b", "page=", "page=99999999999999999999"])
+@pytest.mark.parametrize("query", ["page=LAST", "page=02", "page=2&page=3", "%70age=2",
+                                   "page=2&q=a+b", "page=", "page=9999999999999"])
 def test_a_query_without_a_shape_goes_to_flask(client, sample, flask_calls, flask_only,
                                                query):
     client.get(f"{LIST}?page=2")

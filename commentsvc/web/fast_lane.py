@@ -29,8 +29,8 @@ The tag names the list's version and size, so a body found under it is the page 
 list is now, built for this very URL; a page built here is made from the state its own
 read saw, by the code Flask's view builds it with. Anything else goes to Flask: another
 method, a signed-in or cookie-bearing request, a request of a shape Flask has not
-answered, a query without a shape (``page=last``, an encoded name), a page the list does
-not have (404), a database error (Flask answers it as it does any). The layer is in front
+answered, a query without a shape (a repeated ``page``, an encoded name), a page the
+list does not have (404), a database error (Flask answers it as it does any). The layer is in front
 of the standalone app (``COMMENTSVC_FAST_LANE``, on by default); with the response cache
 off it builds pages and caches none.
 """
@@ -215,7 +215,8 @@ class FastLane:
 
     def _built(self, environ: WSGIEnvironment, template: _Remembered, number: int
                ) -> tuple[str, bytes] | None:
-        """Page ``number`` of the template's list, as Flask builds it for this request
+        """Page ``number`` (LAST: the last) of the template's list, as Flask builds it for
+        this request
         (its tag and body, cached as Flask caches it); None when Flask must answer: the
         list has no such page (404), or the read failed."""
         candidate = template.candidate
@@ -226,6 +227,7 @@ class FastLane:
         except Exception:  # noqa: BLE001 - Flask answers it, as it answers any error
             return None
         num_pages = pagination.num_pages(state.count, candidate.page_size)
+        number = number or num_pages  # LAST: the last page of the list as read
         if number > num_pages:
             return None
         query_string = environ.get("QUERY_STRING", "").encode("latin-1")
