@@ -18,6 +18,7 @@ from commentsvc.storage import counters, engine, store
 from commentsvc.web import current, page_shapes
 from commentsvc.web.conditional import AGAIN, CANDIDATE, Candidate
 from commentsvc.web.fast_lane import FastLane
+from conftest import insert_records, read_ndjson, sample_path
 
 LIST = "/api/comments/"
 TARGET = "/api/comments/?content_type=users.user&object_id=17"
@@ -34,9 +35,9 @@ def lane_of(app) -> FastLane | None:
     return None
 
 
-@pytest.fixture
-def flask_calls(app) -> list[str]:
-    """The requests that reached Flask through the fast lane (their paths and queries)."""
+def counted(app) -> list[str]:
+    """The requests that reach Flask through ``app``'s fast lane from now on (their paths
+    and queries)."""
     lane = lane_of(app)
     assert lane is not None
     calls: list[str] = []
@@ -51,14 +52,41 @@ def flask_calls(app) -> list[str]:
 
 
 @pytest.fixture
+def flask_calls(app) -> list[str]:
+    """The requests that reached Flask through the fast lane (their paths and queries)."""
+    return counted(app)
+
+
+@pytest.fixture
 def flask_only(database_url, app):
     """A client of an app on the same database with no fast lane: Flask's own answers."""
+    yield from lane_off(database_url)
+
+
+def lane_off(database_url: str, **config):
+    """A client of an app on ``database_url`` with no fast lane (the schema kept), while
+    the generator runs."""
     made = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": database_url,
-                       "COMMENTSVC_FAST_LANE": "off"})
+                       "COMMENTSVC_FAST_LANE": "off", **config})
     assert lane_of(made) is None
     yield made.test_client()
     with made.app_context():
         engine.get_engine().dispose()
+
+
+@pytest.fixture
+def uncached(app_factory, database_url):
+    """An app with no response cache, the sample loaded, and the requests that reach its
+    Flask through its fast lane."""
+    made = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
+    insert_records(made, read_ndjson(sample_path()))
+    return made, counted(made)
+
+
+@pytest.fixture
+def uncached_flask_only(database_url, uncached):
+    """Flask's own answers with no response cache, on the uncached app's database."""
+    yield from lane_off(database_url, COMMENTSVC_RESPONSE_CACHE_MB=0)
 
 
 def answer(response) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -217,21 +245,26 @@ def test_a_new_comment_is_shown_at_once(app, client, sample, flask_calls, flask_
     assert len(flask_calls) == 2
 
 
-def test_a_database_error_is_left_to_flask(client, sample, flask_calls, monkeypatch):
-    client.get(LIST)
-    client.get(LIST)
-    real = counters.ListStateReader.read
+@pytest.mark.parametrize(("read", "earlier", "url", "calls"), [
+    ("read", [LIST, LIST], LIST, 3),  # the counter read of a remembered request
+    ("read_page", [f"{LIST}?page=2"], f"{LIST}?page=3", 2),  # a page built by its shape
+], ids=["remembered", "shape"])
+def test_a_database_error_is_left_to_flask(client, sample, flask_calls, monkeypatch, read,
+                                           earlier, url, calls):
+    for asked in earlier:
+        client.get(asked)
+    real = getattr(counters.ListStateReader, read)
     failures = [RuntimeError("the database is gone")]
 
-    def failing_once(self, list_key):
+    def failing_once(self, what):
         if failures:
             raise failures.pop()
-        return real(self, list_key)
+        return real(self, what)
 
-    monkeypatch.setattr(counters.ListStateReader, "read", failing_once)
-    response = client.get(LIST)
+    monkeypatch.setattr(counters.ListStateReader, read, failing_once)
+    response = client.get(url)
     assert response.status_code == 200 and not failures
-    assert len(flask_calls) == 3
+    assert len(flask_calls) == calls
 
 
 def test_its_answers_are_logged_and_counted(client, sample, caplog):
@@ -275,14 +308,16 @@ def test_an_answer_that_is_no_longer_a_200_is_forgotten(app):
     assert lane.remembered == {} and statuses == []
 
 
-def test_it_remembers_a_bounded_number_of_requests(app, client, sample):
+@pytest.mark.parametrize(("asked", "kept"), [(2, "remembered"), (1, "shapes")])
+def test_it_remembers_a_bounded_number_of_requests_and_shapes(app, client, sample, asked,
+                                                               kept):
     lane = lane_of(app)
     assert lane is not None
     lane.kept = 2
     for size in (1, 2, 3):
-        client.get(f"{LIST}?page_size={size}")
-        client.get(f"{LIST}?page_size={size}")
-    assert sorted(key[1] for key in lane.remembered) == ["page_size=2", "page_size=3"]
+        for _ in range(asked):
+            client.get(f"{LIST}?page_size={size}")
+    assert sorted(key[1] for key in getattr(lane, kept)) == ["page_size=2", "page_size=3"]
 
 
 def test_it_can_be_turned_off(app_factory):
@@ -363,23 +398,6 @@ def test_a_tag_named_goes_to_flask_until_remembered(client, sample, flask_calls)
     assert len(flask_calls) == 2
 
 
-def test_a_database_error_while_building_is_left_to_flask(client, sample, flask_calls,
-                                                          monkeypatch):
-    client.get(f"{LIST}?page=2")
-    real = counters.ListStateReader.read_page
-    failures = [RuntimeError("the database is gone")]
-
-    def failing_once(self, read):
-        if failures:
-            raise failures.pop()
-        return real(self, read)
-
-    monkeypatch.setattr(counters.ListStateReader, "read_page", failing_once)
-    response = client.get(f"{LIST}?page=3")
-    assert response.status_code == 200 and not failures
-    assert len(flask_calls) == 2
-
-
 def test_its_built_answers_are_logged_and_counted(client, sample, caplog):
     caplog.set_level(logging.INFO, logger="commentsvc.request")
     client.get(f"{LIST}?page=2")
@@ -394,50 +412,22 @@ def test_its_built_answers_are_logged_and_counted(client, sample, caplog):
     assert requests_counted(client, "GET", "commentsvc.comment_list", 200) == counted + 1
 
 
-def test_it_remembers_a_bounded_number_of_shapes(app, client, sample):
-    lane = lane_of(app)
-    assert lane is not None
-    lane.kept = 2
-    for size in (1, 2, 3):
-        client.get(f"{LIST}?page_size={size}")
-    assert sorted(key[1] for key in lane.shapes) == ["page_size=2", "page_size=3"]
-
-
-def test_without_a_cache_it_builds_every_page_it_can(app_factory, database_url):
-    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
-    lane = lane_of(app)
-    assert lane is not None
-    from conftest import insert_records, read_ndjson, sample_path
-    insert_records(app, read_ndjson(sample_path()))
-    calls: list[str] = []
-    inner = lane.flask_wsgi
-    lane.flask_wsgi = lambda environ, start: calls.append(environ["PATH_INFO"]) or inner(
-        environ, start)
+def test_without_a_cache_it_builds_every_page_it_can(uncached, uncached_flask_only):
+    app, calls = uncached
     client = app.test_client()
-    pages = [client.get(f"{LIST}?page={page}") for page in (1, 2, 1, 2, 3)]
-    flask_only = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": database_url,
-                             "COMMENTSVC_FAST_LANE": "off", "COMMENTSVC_RESPONSE_CACHE_MB": 0})
-    for page, response in zip((1, 2, 1, 2, 3), pages, strict=True):
-        assert answer(response) == answer(flask_only.test_client().get(f"{LIST}?page={page}"))
-    with flask_only.app_context():
-        engine.get_engine().dispose()
-    assert len(calls) == 1 and lane.remembered == {}
+    for page in (1, 2, 1, 2, 3):
+        assert answer(client.get(f"{LIST}?page={page}")) == answer(
+            uncached_flask_only.get(f"{LIST}?page={page}"))
+    lane = lane_of(app)
+    assert len(calls) == 1 and lane is not None and lane.remembered == {}
 
 
 def test_a_query_has_a_shape_only_when_plainly_spelled():
     assert doctest.testmod(page_shapes).failed == 0
 
 
-def test_without_a_cache_a_revalidation_is_answered_304_before_flask(app_factory):
-    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
-    lane = lane_of(app)
-    assert lane is not None
-    from conftest import insert_records, read_ndjson, sample_path
-    insert_records(app, read_ndjson(sample_path()))
-    calls: list[str] = []
-    inner = lane.flask_wsgi
-    lane.flask_wsgi = lambda environ, start: calls.append(environ["PATH_INFO"]) or inner(
-        environ, start)
+def test_without_a_cache_a_revalidation_is_answered_304_before_flask(uncached):
+    app, calls = uncached
     client = app.test_client()
     asked = {"If-None-Match": client.get(LIST).headers["ETag"]}  # Flask's: the shape
     flasks = client.get(LIST, headers=asked)  # Flask's 304: remembered
