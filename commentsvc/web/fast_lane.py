@@ -30,9 +30,10 @@ list is now, built for this very URL; a page built here is made from the state i
 read saw, by the code Flask's view builds it with. Anything else goes to Flask: another
 method, a signed-in or cookie-bearing request, a request of a shape Flask has not
 answered, a query without a shape (a repeated ``page``, an encoded name), a page the
-list does not have (404), a database error (Flask answers it as it does any). The layer is in front
-of the standalone app (``COMMENTSVC_FAST_LANE``, on by default); with the response cache
-off it builds pages and caches none.
+list does not have (404), a database error (Flask answers it as it does any). The layer
+is in front of the standalone app (``COMMENTSVC_FAST_LANE``, on by default); with the
+response cache off it builds pages, caches none, and answers a request it saw Flask
+answer with a 304 likewise, after one counter read.
 """
 
 from __future__ import annotations
@@ -216,9 +217,8 @@ class FastLane:
     def _built(self, environ: WSGIEnvironment, template: _Remembered, number: int
                ) -> tuple[str, bytes] | None:
         """Page ``number`` (LAST: the last) of the template's list, as Flask builds it for
-        this request
-        (its tag and body, cached as Flask caches it); None when Flask must answer: the
-        list has no such page (404), or the read failed."""
+        this request: its tag and body, cached as Flask caches it; None when Flask must
+        answer (the list has no such page, a 404, or the read failed)."""
         candidate = template.candidate
         service = self.service
         try:
