@@ -163,7 +163,8 @@ class FastLane:
         started = perf_counter()
         cache = self.service.page_cache
         if cache is None and "HTTP_IF_NONE_MATCH" not in environ:  # nothing to spare
-            return self._built_or_flask(environ, start_response, key, found, started)
+            return self._built_or_flask(environ, start_response, key, _shape(key), found,
+                                        started)
         tag = self._tag(found.candidate)
         if tag is None:  # the counter could not be read: Flask answers as it does
             return self._through_flask(environ, start_response, key)
@@ -176,7 +177,8 @@ class FastLane:
             return self._send(environ, start_response, found, 200, tag, body, started)
         if body is None:  # built here, or by Flask without a second counter read
             environ[MISSED] = True
-            return self._built_or_flask(environ, start_response, key, found, started)
+            return self._built_or_flask(environ, start_response, key, _shape(key), found,
+                                        started)
         return self._through_flask(environ, start_response, key)
 
     def _by_shape(self, environ: WSGIEnvironment, start_response: StartResponse,
@@ -190,15 +192,15 @@ class FastLane:
         if learned is None or "HTTP_IF_NONE_MATCH" in environ or self._may_be_cached(
                 learned.candidate, environ):
             return self._through_flask(environ, start_response, key)
-        return self._built_or_flask(environ, start_response, key, learned, perf_counter())
+        return self._built_or_flask(environ, start_response, key, shaped, learned,
+                                    perf_counter())
 
     def _built_or_flask(self, environ: WSGIEnvironment, start_response: StartResponse,
-                        key: tuple[Any, ...], template: _Remembered,
-                        started: float) -> Iterable[bytes]:
-        """The page this request asks for of the template's list, built here (with the
-        headers Flask sent for a 200 of it, or of its shape), or Flask's answer when it
-        cannot be."""
-        shaped = _shape(key)
+                        key: tuple[Any, ...], shaped: tuple[tuple[Any, ...], int] | None,
+                        template: _Remembered, started: float) -> Iterable[bytes]:
+        """The page this request asks for (``shaped``: its shape's key and page number) of
+        the template's list, built here (with the headers Flask sent for a 200 of it, or
+        of its shape), or Flask's answer when it cannot be."""
         if shaped is not None and 200 not in template.headers:
             template = self.shapes.get(shaped[0], template)
         built = None if shaped is None or 200 not in template.headers else self._built(
@@ -303,8 +305,10 @@ class FastLane:
                headers: list[tuple[str, str]]) -> None:
         """Remember the shape of a request Flask answered with a 200 page."""
         shaped = _shape(key)
+        if shaped is None or shaped[0] in self.shapes:
+            return
         kept = _kept(candidate, 200, headers)
-        if shaped is None or kept is None or shaped[0] in self.shapes:
+        if kept is None:
             return
         with self._lock:
             self.shapes[shaped[0]] = _Remembered(candidate, {200: kept})
