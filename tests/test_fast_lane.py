@@ -292,7 +292,7 @@ def test_an_answer_that_is_no_longer_a_200_is_forgotten(app):
     statuses = ["200 OK", "404 NOT FOUND"]
 
     def flask_wsgi(environ, start_response):
-        environ[CANDIDATE] = Candidate("site", "url", "page=5", "shown", '"t"', "list", LIST,
+        environ[CANDIDATE] = Candidate("url", "page=5", "shown", '"t"', "list", LIST,
                                        CommentList(None, None), 25, "http://h" + LIST)
         environ[AGAIN] = True
         start_response(statuses.pop(0), [("ETag", '"t"'), ("Content-Length", "2"),

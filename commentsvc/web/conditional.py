@@ -41,12 +41,11 @@ MISSED = "commentsvc.fast_lane.missed"
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """What an anonymous JSON list answer is made of, for web.fast_lane: its list, what
-    its tag is computed from besides the list's state, the tag, its endpoint and path
-    (for the log and the metrics), and what builds another page of it (the list, its
-    page size, the URL its page links start with)."""
+    """What an anonymous JSON list answer is made of, for web.fast_lane: what its tag is
+    computed from besides the list's state, the tag, its endpoint and path (for the log
+    and the metrics), and what builds another page of it (the list, its page size, the
+    URL its page links start with)."""
 
-    list_key: str
     url: str
     query: str
     shown_as: str

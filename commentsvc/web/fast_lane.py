@@ -247,7 +247,7 @@ class FastLane:
         try:
             state = self.service.reads.reading(
                 None, lambda engine: self.service.counter_readers.for_engine(engine)
-                .read(candidate.list_key), self._primary)
+                .read(candidate.comments.key), self._primary)
         except Exception:  # noqa: BLE001 - Flask answers it, as it answers any error
             return None
         return list_etag(state, candidate.url, candidate.query, candidate.shown_as)

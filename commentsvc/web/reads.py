@@ -75,7 +75,6 @@ class ListPage:
         self.page_size, self.viewer, self.representation = page_size, viewer, representation
         self.paginator = service.paginator
         self.respond = list_responder(representation)
-        self.settings = service.settings
         self.again = False  # whether this request was asked for again (web.fast_lane)
 
     def response(self, engine: Engine) -> Response:
@@ -102,7 +101,7 @@ class ListPage:
     def _tagged(self, state: store.ListState) -> tuple[Page, conditional.Tagged]:
         """The page asked for of the list in ``state`` (404 if it has none) and its tag."""
         page = self.paginator.paginate(self.req, self.comments, state, self.page_size)
-        tagged = conditional.tagged(self.req, state, page.query, self.settings,
+        tagged = conditional.tagged(self.req, state, page.query, self.service.settings,
                                     self.viewer, self.representation)
         if self.viewer is None and self.representation == JSON \
                 and conditional.IN_LANE in self.req.environ:
@@ -115,7 +114,7 @@ class ListPage:
         req = self.req
         rule = req.url_rule
         req.environ[conditional.CANDIDATE] = conditional.Candidate(
-            self.comments.key, tagged.url, page.query, tagged.shown_as, tagged.tag,
+            tagged.url, page.query, tagged.shown_as, tagged.tag,
             rule.endpoint if rule is not None else "", req.path, self.comments,
             self.page_size, page.base_url)
         req.environ[conditional.AGAIN] = self.again
