@@ -15,7 +15,7 @@ from app import create_app
 from commentsvc.operations import request_log
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.storage import counters, engine, store
-from commentsvc.web import current, page_shapes
+from commentsvc.web import current, fast_lane, page_shapes
 from commentsvc.web.conditional import AGAIN, CANDIDATE, Candidate
 from commentsvc.web.fast_lane import FastLane
 from conftest import insert_records, read_ndjson, sample_path
@@ -318,6 +318,48 @@ def test_it_remembers_a_bounded_number_of_requests_and_shapes(app, client, sampl
         for _ in range(asked):
             client.get(f"{LIST}?page_size={size}")
     assert sorted(key[1] for key in getattr(lane, kept)) == ["page_size=2", "page_size=3"]
+
+
+@pytest.mark.parametrize(("asked", "kept", "again"), [
+    (2, "remembered", "page_size=1"), (1, "shapes", "page_size=1&page=2")])
+def test_what_it_used_lately_is_forgotten_last(app, client, sample, flask_calls, asked, kept,
+                                               again):
+    lane = lane_of(app)
+    assert lane is not None
+    lane.kept = 2
+    for size in (1, 2):
+        for _ in range(asked):
+            client.get(f"{LIST}?page_size={size}")
+    flask_calls.clear()
+    assert client.get(f"{LIST}?{again}").status_code == 200
+    assert flask_calls == []  # the lane's answer, from what it remembered
+    for _ in range(asked):
+        client.get(f"{LIST}?page_size=3")
+    assert sorted(key[1] for key in getattr(lane, kept)) == ["page_size=1", "page_size=3"]
+
+
+def test_equal_headers_are_kept_once_without_their_per_answer_values(app, client, sample):
+    lane = lane_of(app)
+    assert lane is not None
+    for size in (1, 2):
+        for _ in range(2):
+            client.get(f"{LIST}?page_size={size}")
+    kept = [found.headers[200] for found in (*lane.shapes.values(), *lane.remembered.values())]
+    assert len(kept) == 4 and all(headers is kept[0] for headers in kept)
+    values = {lowered: value for _, lowered, value in kept[0]}
+    assert values["etag"] == values["content-length"] == values["x-request-id"] == ""
+    assert values["content-type"] == "application/json"
+
+
+def test_the_shared_header_sets_are_bounded(app):
+    lane = lane_of(app)
+    assert lane is not None
+    sets = [(("X-N", "x-n", str(n)),) for n in range(fast_lane._HEADER_SETS + 1)]
+    with lane._lock:
+        for headers in sets:
+            assert lane._shared(headers) is headers
+        assert len(lane._header_sets) <= fast_lane._HEADER_SETS
+        assert lane._shared(tuple(list(sets[-1]))) is sets[-1]
 
 
 def test_it_can_be_turned_off(app_factory):

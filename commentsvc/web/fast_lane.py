@@ -70,8 +70,11 @@ if TYPE_CHECKING:
 
     from commentsvc.service import CommentService
 
-# How many requests a process remembers (the oldest forgotten first).
-KEPT = 4096
+# How many requests, and how many shapes, a process remembers (the one used least lately
+# forgotten first): each costs about 1.2 kB, the headers being shared (``_shared``).
+KEPT = 16384
+# How many different sets of headers are shared before the sharing starts again.
+_HEADER_SETS = 64
 
 # The parts of a request that decide a cached list answer: the same values, the same
 # answer (a signed-in or cookie-bearing request never comes this way; If-None-Match is
@@ -101,14 +104,17 @@ class _Remembered:
 
 def _kept(candidate: Candidate, status: int, headers: list[tuple[str, str]]
           ) -> Headers | None:
-    """An answer's headers as the lane keeps them, or None when it must not be replayed
-    (not the offered answer's tag, a cookie set, a per-answer header missing)."""
+    """An answer's headers as the lane keeps them (the per-answer ones without their
+    values, made anew for each answer), or None when they must not be replayed (not the
+    offered answer's tag, a cookie set, a per-answer header missing)."""
     names = {name.lower(): value for name, value in headers}
     if names.get("etag") != candidate.tag or "set-cookie" in names:
         return None
-    if _PER_ANSWER[status] - names.keys():
+    per_answer = _PER_ANSWER[status]
+    if per_answer - names.keys():
         return None
-    return tuple((name, name.lower(), value) for name, value in headers)
+    return tuple((name, name.lower(), "" if name.lower() in per_answer else value)
+                 for name, value in headers)
 
 
 def _identity(candidate: Candidate, environ: WSGIEnvironment) -> str:
@@ -143,11 +149,13 @@ class FastLane:
                  kept: int = KEPT):
         self.app, self.flask_wsgi, self.service = app, flask_wsgi, service
         self.kept = kept
-        # Oldest first (dict lookups need no lock; changes take it).
+        # Least lately used first (dict lookups need no lock; changes take it).
         self.remembered: OrderedDict[tuple[Any, ...], _Remembered] = OrderedDict()
         # By shape (the request's key with its query's shape, web.page_shapes): what
         # builds another page of it, and the headers Flask sent with a 200 of it.
         self.shapes: OrderedDict[tuple[Any, ...], _Remembered] = OrderedDict()
+        # Each different set of kept headers once, for all that are equal.
+        self._header_sets: dict[Headers, Headers] = {}
         self._lock = threading.Lock()
         self.recorder = metrics.for_app(app)
         self._engine: Engine | None = None  # the app's, once asked for
@@ -160,6 +168,7 @@ class FastLane:
         found = self.remembered.get(key)
         if found is None:
             return self._by_shape(environ, start_response, key)
+        self._used(self.remembered, key)
         started = perf_counter()
         cache = self.service.page_cache
         if cache is None and "HTTP_IF_NONE_MATCH" not in environ:  # nothing to spare
@@ -189,9 +198,10 @@ class FastLane:
         the request is remembered); otherwise Flask's answer."""
         shaped = _shape(key)
         learned = None if shaped is None else self.shapes.get(shaped[0])
-        if learned is None or "HTTP_IF_NONE_MATCH" in environ or self._may_be_cached(
-                learned.candidate, environ):
+        if shaped is None or learned is None or "HTTP_IF_NONE_MATCH" in environ or (
+                self._may_be_cached(learned.candidate, environ)):
             return self._through_flask(environ, start_response, key)
+        self._used(self.shapes, shaped[0])
         return self._built_or_flask(environ, start_response, key, shaped, learned,
                                     perf_counter())
 
@@ -311,7 +321,7 @@ class FastLane:
         if kept is None:
             return
         with self._lock:
-            self.shapes[shaped[0]] = _Remembered(candidate, {200: kept})
+            self.shapes[shaped[0]] = _Remembered(candidate, {200: self._shared(kept)})
             while len(self.shapes) > self.kept:
                 self.shapes.popitem(last=False)
 
@@ -323,7 +333,7 @@ class FastLane:
         with self._lock:
             earlier = self.remembered.get(key)
             answers = {} if earlier is None else dict(earlier.headers)
-            answers[status] = kept
+            answers[status] = self._shared(kept)
             self.remembered[key] = _Remembered(candidate, answers)
             self.remembered.move_to_end(key)
             while len(self.remembered) > self.kept:
@@ -332,3 +342,21 @@ class FastLane:
     def _forget(self, key: tuple[Any, ...]) -> None:
         with self._lock:
             self.remembered.pop(key, None)
+
+    def _used(self, memory: OrderedDict[tuple[Any, ...], _Remembered],
+              key: tuple[Any, ...]) -> None:
+        """Mark a remembered request or shape as just used: forgotten last."""
+        with self._lock:
+            if key in memory:
+                memory.move_to_end(key)
+
+    def _shared(self, headers: Headers) -> Headers:
+        """The one kept tuple equal to ``headers`` (most lists' answers carry the same
+        headers), so that a remembered request or shape costs little more than its key
+        and candidate. Called with the lock held."""
+        found = self._header_sets.get(headers)
+        if found is None:
+            if len(self._header_sets) >= _HEADER_SETS:
+                self._header_sets.clear()
+            found = self._header_sets[headers] = headers
+        return found
