@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -166,18 +167,25 @@ def page_url(base_url: str, query_string: str, page: int) -> str:
     >>> page_url("http://h/c/", "%70age=2&q=a%20b&&debug", 1)
     'http://h/c/?q=a%20b&debug'
     """
-    if page < 1:
-        raise InvalidPage(f"page {page} is not a page number")
-    kept = [
+    return page_linker(base_url, query_string)(page)
+
+
+def page_linker(base_url: str, query_string: str) -> Callable[[int], str]:
+    """``page_url`` for one request's base URL and query, its query taken apart once for
+    all the links of a pager."""
+    kept = "&".join(
         segment
         for segment in query_string.split("&")
         if segment and unquote_plus(segment.partition("=")[0]) != "page"
-    ]
-    if page > 1:
-        kept.append(f"page={page}")
-    if not kept:
-        return base_url
-    return base_url + "?" + "&".join(kept)
+    )
+    first = f"{base_url}?{kept}" if kept else base_url
+    others = f"{base_url}?{kept}&page=" if kept else f"{base_url}?page="
+
+    def link(page: int) -> str:
+        if page < 1:
+            raise InvalidPage(f"page {page} is not a page number")
+        return first if page == 1 else f"{others}{page}"
+    return link
 
 
 def build_p8n(base_url: str, query_string: str, page: int, num_pages: int) -> dict[str, Any]:
@@ -192,6 +200,7 @@ def build_p8n(base_url: str, query_string: str, page: int, num_pages: int) -> di
     {'url': 'http://h/c/', 'number': 1, 'is_active': True, 'is_break': False}
     """
     numbers = page_numbers_to_show(page, num_pages)
+    page_url = page_linker(base_url, query_string)
     page_links: list[dict[str, Any]] = []
     for number in numbers:
         if number is None:
@@ -199,15 +208,15 @@ def build_p8n(base_url: str, query_string: str, page: int, num_pages: int) -> di
         else:
             page_links.append(
                 {
-                    "url": page_url(base_url, query_string, number),
+                    "url": page_url(number),
                     "number": number,
                     "is_active": number == page,
                     "is_break": False,
                 }
             )
     return {
-        "previous_url": page_url(base_url, query_string, page - 1) if page > 1 else None,
-        "next_url": page_url(base_url, query_string, page + 1) if page < num_pages else None,
+        "previous_url": page_url(page - 1) if page > 1 else None,
+        "next_url": page_url(page + 1) if page < num_pages else None,
         "page_links": page_links,
         "num_pages": num_pages,
     }
