@@ -1,13 +1,14 @@
 """Random pages of the whole site's list with the response cache on (the long tail, which
 the cache rarely helps), on up to three servers measured in turn: this checkout, this
-checkout with the fast lane off, and ``--before DIR`` (an earlier commit).
+checkout with the fast lane off, and ``--before DIR`` (an earlier commit). ``--targets``:
+page 1 of a random target each time instead (many lists, each asked for now and then).
 
 The fast lane builds such pages itself once Flask answered one page of the list (before
 it did, it cost them about a percent, less than the rounds of bench/http_bench.py
 spread); here the servers take turns, round after round (the order reversed every other
 round), on the same load, so that a drift of the machine meets them alike.
 
-    DATABASE_URL=postgresql://... python bench/long_tail.py [--before DIR]
+    DATABASE_URL=postgresql://... python bench/long_tail.py [--before DIR] [--targets]
         [--rounds 6] [--duration 6] [--json FILE]
 """
 
@@ -21,10 +22,11 @@ import sys
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.http_bench import PATH, Target, gunicorn, load_wrk  # noqa: E402
+from bench.http_bench import PATH, Target, gunicorn, load_wrk, targets_of  # noqa: E402
 
 
 def turns(names: list[str], rounds: int) -> list[list[str]]:
@@ -38,6 +40,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--duration", type=int, default=6, help="seconds per server and round")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--targets", action="store_true",
+                        help="page 1 of a random target each time, not random site pages")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL"):
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
@@ -46,14 +50,19 @@ def main() -> int:
     if args.before is not None:
         servers["before"] = (args.before.resolve(), {})
     runs: dict[str, list[float]] = {name: [] for name in servers}
+    lists = tuple(f"{PATH}?content_type={quote(kind)}&object_id={oid}"
+                  for kind, oid in targets_of(os.environ["DATABASE_URL"])) if args.targets else ()
     with ExitStack() as stack:
         targets = {}
         for name, (root, env) in servers.items():
             base = stack.enter_context(gunicorn(
                 "wsgi:app", {"COMMENTSVC_RESPONSE_CACHE_MB": "64", **env}, 2, root=root))
-            with urllib.request.urlopen(base + PATH) as response:
-                pages = json.loads(response.read())["p8n"]["num_pages"]
-            targets[name] = Target(base + PATH, pages=pages)
+            if lists:
+                targets[name] = Target(base + PATH, paths=lists)
+            else:
+                with urllib.request.urlopen(base + PATH) as response:
+                    pages = json.loads(response.read())["p8n"]["num_pages"]
+                targets[name] = Target(base + PATH, pages=pages)
             load_wrk(targets[name], 2, 4)  # warm its workers up
         for order in turns(list(servers), args.rounds):
             for name in order:
@@ -68,7 +77,9 @@ def main() -> int:
             print(f"after / {name}: {report['after']['rps'] / report[name]['rps']:.3f}")
     if args.json:
         args.json.write_text(json.dumps({"rounds": args.rounds, "duration_s": args.duration,
-                                         "servers": report}, indent=2) + "\n")
+                                         "case": "targets" if lists else "random pages",
+                                         "targets": len(lists), "servers": report},
+                                        indent=2) + "\n")
     return 0
 
 
