@@ -343,12 +343,15 @@ class FastLane:
         with self._lock:
             self.remembered.pop(key, None)
 
-    def _used(self, memory: OrderedDict[tuple[Any, ...], _Remembered],
+    @staticmethod
+    def _used(memory: OrderedDict[tuple[Any, ...], _Remembered],
               key: tuple[Any, ...]) -> None:
-        """Mark a remembered request or shape as just used: forgotten last."""
-        with self._lock:
-            if key in memory:
-                memory.move_to_end(key)
+        """Mark a remembered request or shape as just used: forgotten last. One call of
+        the C-made OrderedDict, so no lock is needed (each holds Python's own)."""
+        try:
+            memory.move_to_end(key)
+        except KeyError:  # forgotten meanwhile by another thread
+            pass
 
     def _shared(self, headers: Headers) -> Headers:
         """The one kept tuple equal to ``headers`` (most lists' answers carry the same
