@@ -200,7 +200,7 @@ def build_p8n(base_url: str, query_string: str, page: int, num_pages: int) -> di
     {'url': 'http://h/c/', 'number': 1, 'is_active': True, 'is_break': False}
     """
     numbers = page_numbers_to_show(page, num_pages)
-    page_url = page_linker(base_url, query_string)
+    link = page_linker(base_url, query_string)
     page_links: list[dict[str, Any]] = []
     for number in numbers:
         if number is None:
@@ -208,15 +208,15 @@ def build_p8n(base_url: str, query_string: str, page: int, num_pages: int) -> di
         else:
             page_links.append(
                 {
-                    "url": page_url(number),
+                    "url": link(number),
                     "number": number,
                     "is_active": number == page,
                     "is_break": False,
                 }
             )
     return {
-        "previous_url": page_url(page - 1) if page > 1 else None,
-        "next_url": page_url(page + 1) if page < num_pages else None,
+        "previous_url": link(page - 1) if page > 1 else None,
+        "next_url": link(page + 1) if page < num_pages else None,
         "page_links": page_links,
         "num_pages": num_pages,
     }

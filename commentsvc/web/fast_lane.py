@@ -149,7 +149,8 @@ class FastLane:
                  kept: int = KEPT):
         self.app, self.flask_wsgi, self.service = app, flask_wsgi, service
         self.kept = kept
-        # Least lately used first (dict lookups need no lock; changes take it).
+        # Least lately used first (a lookup, or marking one used, needs no lock; adding
+        # and forgetting take it).
         self.remembered: OrderedDict[tuple[Any, ...], _Remembered] = OrderedDict()
         # By shape (the request's key with its query's shape, web.page_shapes): what
         # builds another page of it, and the headers Flask sent with a 200 of it.
