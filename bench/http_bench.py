@@ -227,6 +227,11 @@ def targets_of(database_url: str) -> list[tuple[str, int]]:
     return [(key.split(":")[1], int(key.split(":")[2])) for key in keys]
 
 
+def target_lists(targets: list[tuple[str, int]]) -> tuple[str, ...]:
+    """The path of page 1 of each target's list."""
+    return tuple(f"{PATH}?content_type={quote(kind)}&object_id={oid}" for kind, oid in targets)
+
+
 def depths(num_pages: int) -> list[str]:
     """Page 1, 10, 100, ... below the last page, and the last."""
     shown, page = [], 1
@@ -241,7 +246,7 @@ def service_cases(base: str, label: str, num_pages: int,
     """The service's cases on one server (cache ``label``): among them page 1 revalidated
     with the tag it has (a CDN's or a browser's If-None-Match, answered 304)."""
     url = base + PATH
-    lists = tuple(f"{PATH}?content_type={quote(kind)}&object_id={oid}" for kind, oid in targets)
+    lists = target_lists(targets)
     with urllib.request.urlopen(url) as response:
         tag = response.headers["ETag"]
     return {

@@ -22,11 +22,17 @@ import sys
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
-from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.http_bench import PATH, Target, gunicorn, load_wrk, targets_of  # noqa: E402
+from bench.http_bench import (  # noqa: E402
+    PATH,
+    Target,
+    gunicorn,
+    load_wrk,
+    target_lists,
+    targets_of,
+)
 
 
 def turns(names: list[str], rounds: int) -> list[list[str]]:
@@ -50,8 +56,7 @@ def main() -> int:
     if args.before is not None:
         servers["before"] = (args.before.resolve(), {})
     runs: dict[str, list[float]] = {name: [] for name in servers}
-    lists = tuple(f"{PATH}?content_type={quote(kind)}&object_id={oid}"
-                  for kind, oid in targets_of(os.environ["DATABASE_URL"])) if args.targets else ()
+    lists = target_lists(targets_of(os.environ["DATABASE_URL"])) if args.targets else ()
     with ExitStack() as stack:
         targets = {}
         for name, (root, env) in servers.items():
