@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 WORKERS ?= 2
+WRITE_WORKERS ?= 2
 DEMO_COMMENTS ?= 2000
 DEMO_TARGETS ?= 40
 
@@ -33,7 +34,7 @@ run: install
 serve: install
 	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make serve"
 	$(BIN)/flask --app app init-db
-	$(BIN)/python -m commentsvc.operations.serving --host $(HOST) --port $(PORT) --workers $(WORKERS)
+	$(BIN)/python -m commentsvc.operations.serving --host $(HOST) --port $(PORT) --workers $(WORKERS) --write-workers $(WRITE_WORKERS)
 
 # The suite under coverage (branches; the pytest process, not the servers it starts), then
 # the report with its total.

@@ -47,7 +47,8 @@ class Serve:
     """`python -m commentsvc.operations.serving` (what `make serve` runs) on a free loopback port,
     its runtime files in a directory of its own."""
 
-    def __init__(self, database_url: str, workers: int = 2, env: dict | None = None):
+    def __init__(self, database_url: str, workers: int = 2, env: dict | None = None,
+                 args: tuple[str, ...] = ()):
         self.port = free_port()
         self.base = f"http://{LOOPBACK}:{self.port}"
         parent = Path(tempfile.mkdtemp(prefix="commentsvc-bench-serve-"))
@@ -59,7 +60,7 @@ class Serve:
         self.process = subprocess.Popen(
             [str(BIN / "python"), "-m", "commentsvc.operations.serving", "--host", LOOPBACK,
              "--port", str(self.port), "--workers", str(workers),
-             "--runtime-dir", str(self.runtime_dir)],
+             "--runtime-dir", str(self.runtime_dir), *args],
             cwd=ROOT, env=environ, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while request(self.base, "GET", "/healthz", timeout=2).status != 200:

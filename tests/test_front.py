@@ -8,12 +8,15 @@ these tests skip, except in CI (CI=true, set by .ci/run, which installs it), whe
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
 import socket
+import socketserver
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -187,11 +190,12 @@ def nginx_alone():
     runtime.mkdir()
     started: list[subprocess.Popen] = []
 
-    def start(app_timeout: int = 35) -> tuple[str, Path]:
+    def start(app_timeout: int = 35, writes: bool = False) -> tuple[str, Path]:
         port = free_port()
         config = front.FrontConfig(host="127.0.0.1", port=port, socket=runtime / "app.sock",
                                    max_body_bytes=MAX_REQUEST_BYTES,
-                                   app_timeout_seconds=app_timeout)
+                                   app_timeout_seconds=app_timeout,
+                                   write_socket=runtime / "writes.sock" if writes else None)
         conf = front.prepare_runtime_dir(runtime, config)
         started.append(subprocess.Popen([program, "-e", "stderr", "-p", f"{runtime}/",
                                          "-c", str(conf)], stderr=subprocess.DEVNULL))
@@ -233,3 +237,85 @@ def test_gunicorn_not_answering_is_a_json_504(nginx_alone):
     assert status == 504
     assert headers["content-type"] == "application/json"
     assert json.loads(body) == {"detail": "The service did not answer in time."}
+
+
+class _Named(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """An upstream on a unix socket that answers every request with its own name."""
+
+    daemon_threads = True
+
+    def __init__(self, path: Path, name: str):
+        self.name = name
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = json.dumps({"served_by": name, "method": self.command}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_OPTIONS = do_POST = do_PUT = do_PATCH = do_DELETE = answer
+
+            def log_message(self, *_args) -> None:
+                pass
+
+        super().__init__(str(path), Handler)
+        os.chmod(path, 0o777)  # nginx's workers run as nobody under root
+
+
+@pytest.fixture
+def named_upstreams():
+    """start(paths) -> upstreams answering with their names, served until the test ends."""
+    servers: list[_Named] = []
+
+    def start(**paths: Path) -> None:
+        for name, path in paths.items():
+            server = _Named(path, name)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def served_by(port: int, method: str) -> str | None:
+    """Which upstream answered ``method`` on the list (None for HEAD, which has no body:
+    then its status says it was answered)."""
+    body = b"{}" if method in ("POST", "PUT", "PATCH") else b""
+    received, _elapsed = exchange(port, (
+        f"{method} /api/comments/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body)
+    status, _headers, answer = parse(received)
+    assert status == 200, received
+    return json.loads(answer)["served_by"] if answer else None
+
+
+@pytest.mark.parametrize(("method", "upstream"), [
+    ("GET", "reads"), ("OPTIONS", "reads"),
+    ("POST", "writes"), ("PUT", "writes"), ("PATCH", "writes"), ("DELETE", "writes")])
+def test_writes_go_to_the_writers_gunicorn_and_reads_to_the_others(
+        nginx_alone, named_upstreams, method, upstream):
+    port, path = nginx_alone(writes=True)
+    named_upstreams(reads=path, writes=path.with_name("writes.sock"))
+    assert served_by(port, method) == upstream
+
+
+def test_head_goes_to_the_readers(nginx_alone, named_upstreams):
+    port, path = nginx_alone(writes=True)
+    named_upstreams(reads=path)  # no writers' upstream: a HEAD sent there would be a 502
+    assert served_by(port, "HEAD") is None
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+def test_without_a_writers_gunicorn_every_method_goes_to_the_one(
+        nginx_alone, named_upstreams, method):
+    port, path = nginx_alone()
+    named_upstreams(reads=path)
+    assert served_by(port, method) == "reads"

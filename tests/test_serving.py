@@ -7,6 +7,7 @@ The launcher tests need nginx: without it they skip, except in CI (CI=true), whe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -21,7 +22,7 @@ from test_front import require_nginx
 from bench.slow_clients import Serve
 from commentsvc.storage import engine
 from conftest import insert_records, make_app
-from harness.servers import LIST, Gunicorn
+from harness.servers import LIST, Gunicorn, prepare, request
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = [sys.executable, "-m", "commentsvc.operations.serving"]
@@ -184,3 +185,69 @@ def test_bad_settings_stop_the_launcher_before_anything_starts(tmp_path):
     assert finished.returncode == 2  # a start-up problem: one line, no traceback
     assert "COMMENTSVC_MAX_REQUEST_BYTES='0'" in finished.stderr
     assert len(finished.stderr.strip().splitlines()) == 1
+
+
+def gunicorns(served: Serve) -> dict[str, list[int]]:
+    """The stack's gunicorn processes (master and workers) by the socket they serve."""
+    found: dict[str, list[int]] = {}
+    for pid in stack_pids(served):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        binds = [arg.decode() for arg in command if arg.startswith(b"unix:")]
+        if b"gunicorn" in command and binds:
+            found.setdefault(Path(binds[0]).name, []).append(pid)
+    return found
+
+
+def test_the_writers_gunicorn_runs_nicer_than_the_readers(serve_url):
+    with Serve(serve_url, args=("--write-workers", "2", "--write-nice", "7")) as served:
+        pools = gunicorns(served)
+        assert len(pools["app.sock"]) == 3 and len(pools["writes.sock"]) == 3  # masters too
+        mine = os.getpriority(os.PRIO_PROCESS, served.pid)
+        assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pools["app.sock"]} == {mine}
+        assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pools["writes.sock"]} == {
+            min(mine + 7, 19)}
+        assert "nice 7" in served.output()
+
+
+def test_without_write_workers_one_gunicorn_takes_everything(serve_url):
+    with Serve(serve_url, args=("--write-workers", "0")) as served:
+        assert set(gunicorns(served)) == {"app.sock"}
+        assert "commentsvc_writes" not in served.runtime_dir.joinpath("nginx.conf").read_text()
+        assert served.stop(signal.SIGTERM) == 0
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_post_through_the_stack_is_written_and_read_back(serve_url):
+    community = prepare(serve_url, comments=20, targets=2, posters=1)
+    token = next(iter(community.tokens.values()))
+    content_type, object_id = community.targets[0]
+    with Serve(serve_url) as served:
+        assert "writes.sock" in gunicorns(served)
+        posted = request(served.base, "POST", LIST, token=token, body={
+            "content_type": content_type, "object_id": object_id, "body": "by the writers"})
+        assert posted.status == 201, posted.body
+        page = request(served.base, "GET",
+                       f"{LIST}?content_type={content_type}&object_id={object_id}")
+        newest = json.loads(page.body)["results"][0]
+        assert (newest["id"], newest["body"]) == (json.loads(posted.body)["id"],
+                                                  "by the writers")
+
+
+def test_when_the_writers_gunicorn_dies_the_launcher_stops_the_rest_and_exits_1(serve_url):
+    with Serve(serve_url) as served:
+        pids = stack_pids(served)
+        master = next(pid for pid in gunicorns(served)["writes.sock"]
+                      if parent_of(pid) == served.pid)
+        os.kill(master, signal.SIGKILL)
+        served.process.wait(timeout=45)
+        assert served.process.returncode == 1
+        assert "the writers' gunicorn exited" in served.output()
+        assert within(SUPERVISOR_SECONDS, lambda: not any(map(alive, pids)))
+        assert can_bind(served.port)

@@ -39,12 +39,15 @@ ERRORS = (
 
 @dataclass(frozen=True)
 class FrontConfig:
-    """What one nginx start needs: where it listens, where gunicorn is, the body limit."""
+    """What one nginx start needs: where it listens, where gunicorn is (``write_socket``:
+    the writers' own gunicorn, which then takes every method but GET, HEAD and OPTIONS),
+    the body limit."""
 
     host: str
     port: int
     socket: Path
     max_body_bytes: int
+    write_socket: Path | None = None
     nginx_workers: int = 1
     worker_connections: int = 1024
     app_timeout_seconds: int = 35  # just over gunicorn's timeout: its own verdict comes first
@@ -79,7 +82,7 @@ def render(config: FrontConfig) -> str:
         keepalive_seconds=3 * CLIENT_TIMEOUT_SECONDS,
         max_body_bytes=config.max_body_bytes,
         body_buffer_bytes=min(config.max_body_bytes, MAX_BODY_BUFFER_BYTES),
-        socket=config.socket, listen=config.listen,
+        socket=config.socket, write_socket=config.write_socket, listen=config.listen,
         app_timeout_seconds=config.app_timeout_seconds, errors=ERRORS)
 
 

@@ -4,15 +4,24 @@
     python -m commentsvc.operations.serving --port 8000   # the same, in a checkout (make serve)
 
 It renders nginx's configuration into a private runtime directory, starts gunicorn on a
-unix socket there (with gunicorn.conf.py of the working directory, when there is one) and
-nginx in the foreground on HOST:PORT, then watches both:
+unix socket there (with gunicorn.conf.py of the working directory, when there is one), the
+writers' gunicorn on another (below), and nginx in the foreground on HOST:PORT, then
+watches them all:
 
 - SIGTERM or SIGINT: nginx stops taking connections and finishes the requests it has,
-  then gunicorn finishes its own; a second signal makes both stop at once.
-- SIGHUP: nginx re-reads its configuration, gunicorn replaces its workers (new code).
-- Either one exiting stops the other, and the command exits with status 1, so a
+  then each gunicorn finishes its own; a second signal makes all stop at once.
+- SIGHUP: nginx re-reads its configuration, each gunicorn replaces its workers (new code).
+- Any one exiting stops the others, and the command exits with status 1, so a
   supervisor restarts the whole.
-- Both end with this process even when it is killed with SIGKILL (PR_SET_PDEATHSIG).
+- All end with this process even when it is killed with SIGKILL (PR_SET_PDEATHSIG).
+
+The writers' gunicorn (``--write-workers``, 2 by default; 0 leaves writes with the
+others) takes every request but GET, HEAD and OPTIONS, at a lower CPU priority
+(``--write-nice``, 10 by default). When reads and writes want the same cores, the
+scheduler gives them to the reads, and the writes wait; a machine with cores to spare
+serves both at full speed. A write costs about three times a read's CPU, so without this
+a burst of writes would take most of the machine from the readers (BENCHMARKS.md, "Reads
+first: the writers' own gunicorn").
 
 The app runs with COMMENTSVC_TRUSTED_PROXIES=1: nginx is the one hop it trusts, and nginx
 sets X-Forwarded-For/Proto/Host itself instead of passing a client's.
@@ -44,44 +53,64 @@ START_SECONDS = 30
 # How long a graceful stop may take before the rest is killed (gunicorn's own
 # graceful_timeout, 30 s, fits inside).
 STOP_SECONDS = 40
+# The writers' gunicorn: its worker processes, and how much nicer than the readers' it runs.
+WRITE_WORKERS = 2
+WRITE_NICE = 10
 
 
 class Stack:
-    """gunicorn and nginx started as children of this process, stopped together."""
+    """gunicorn (and the writers' gunicorn, when ``write_workers``) and nginx started as
+    children of this process, stopped together."""
 
     def __init__(self, host: str, port: int, workers: int, runtime_dir: Path,
-                 nginx: str, gunicorn_config: Path | None, app: str = APP):
+                 nginx: str, gunicorn_config: Path | None, app: str = APP,
+                 write_workers: int = 0, write_nice: int = WRITE_NICE):
         self.runtime_dir = runtime_dir
         self.socket = runtime_dir / "app.sock"
+        self.write_socket = runtime_dir / "writes.sock" if write_workers else None
         max_body = settings.resolved(settings.from_environment())["MAX_REQUEST_BYTES"]
         self.conf = front.prepare_runtime_dir(runtime_dir, front.FrontConfig(
-            host=host, port=port, socket=self.socket, max_body_bytes=max_body))
+            host=host, port=port, socket=self.socket, max_body_bytes=max_body,
+            write_socket=self.write_socket))
         self.nginx_command = [nginx, "-e", "stderr", "-p", f"{runtime_dir}/",
                               "-c", str(self.conf)]
-        self.gunicorn_command = [sys.executable, "-m", "gunicorn", "--bind",
-                                 f"unix:{self.socket}", "--workers", str(workers),
-                                 # its control socket beside the app's, not one per user
-                                 "--control-socket", str(runtime_dir / "gunicorn.ctl")]
-        if gunicorn_config is not None:
-            self.gunicorn_command += ["--config", str(gunicorn_config)]
-        self.gunicorn_command.append(app)
+        self.gunicorn_command = _gunicorn_command(
+            self.socket, workers, runtime_dir / "gunicorn.ctl", gunicorn_config, app)
+        self.writers_command = None if self.write_socket is None else _gunicorn_command(
+            self.write_socket, write_workers, runtime_dir / "gunicorn-writes.ctl",
+            gunicorn_config, app)
+        self.write_nice = write_nice
         self.gunicorn: subprocess.Popen[bytes] | None = None
+        self.writers: subprocess.Popen[bytes] | None = None
         self.nginx: subprocess.Popen[bytes] | None = None
         self.stopping = 0
 
     def start(self) -> None:
-        """gunicorn first (nginx would answer 502 until its socket exists), then nginx."""
+        """Each gunicorn first (nginx would answer 502 until its socket exists), then
+        nginx."""
         env = {**os.environ, "COMMENTSVC_TRUSTED_PROXIES": "1"}
         self.gunicorn = _child(self.gunicorn_command, env)
+        started = [(self.gunicorn, self.socket, "gunicorn")]
+        if self.writers_command is not None and self.write_socket is not None:
+            self.writers = _child(self.writers_command, env, nice=self.write_nice)
+            started.append((self.writers, self.write_socket, "the writers' gunicorn"))
         deadline = time.monotonic() + START_SECONDS
-        while not _accepts(self.socket):
-            if self.gunicorn.poll() is not None or time.monotonic() > deadline:
-                raise click.ClickException("gunicorn did not start (see its messages above)")
-            time.sleep(0.1)
+        for child, path, name in started:
+            while not _accepts(path):
+                if child.poll() is not None or time.monotonic() > deadline:
+                    raise click.ClickException(f"{name} did not start (see its messages above)")
+                time.sleep(0.1)
         self.nginx = _child(self.nginx_command, os.environ)
 
     def children(self) -> list[subprocess.Popen[bytes]]:
-        return [child for child in (self.nginx, self.gunicorn) if child is not None]
+        return [child for child in (self.nginx, self.gunicorn, self.writers)
+                if child is not None]
+
+    def name(self, child: subprocess.Popen[bytes]) -> str:
+        """How the messages call ``child``."""
+        if child is self.nginx:
+            return "nginx"
+        return "gunicorn" if child is self.gunicorn else "the writers' gunicorn"
 
     def exited(self) -> subprocess.Popen[bytes] | None:
         """A child that has ended, if any."""
@@ -100,10 +129,11 @@ class Stack:
         else:
             _signal(self.nginx, signal.SIGTERM)
             _signal(self.gunicorn, signal.SIGINT)
+            _signal(self.writers, signal.SIGINT)
 
     def wait(self, pending: list[int]) -> None:
-        """Until both have ended. gunicorn is told to stop once nginx has (no request
-        nginx holds is left without an app); a further signal in ``pending`` stops both
+        """Until all have ended. Each gunicorn is told to stop once nginx has (no request
+        nginx holds is left without an app); a further signal in ``pending`` stops all
         at once; after STOP_SECONDS whatever remains is killed."""
         deadline = time.monotonic() + STOP_SECONDS
         gunicorn_told = False
@@ -116,6 +146,7 @@ class Stack:
             nginx_gone = self.nginx is None or self.nginx.poll() is not None
             if self.stopping == 1 and nginx_gone and not gunicorn_told:
                 _signal(self.gunicorn, signal.SIGTERM)
+                _signal(self.writers, signal.SIGTERM)
                 gunicorn_told = True
             if time.monotonic() > deadline:
                 for child in self.children():
@@ -140,12 +171,30 @@ def _signal(child: subprocess.Popen[bytes] | None, signum: int) -> None:
         child.send_signal(signum)
 
 
-def _child(command: list[str], env: dict[str, str] | os._Environ[str]) -> subprocess.Popen[bytes]:
+def _gunicorn_command(bind: Path, workers: int, control_socket: Path,
+                      config: Path | None, app: str) -> list[str]:
+    command = [sys.executable, "-m", "gunicorn", "--bind", f"unix:{bind}",
+               "--workers", str(workers),
+               # its control socket beside the app's, not one per user
+               "--control-socket", str(control_socket)]
+    if config is not None:
+        command += ["--config", str(config)]
+    return [*command, app]
+
+
+def _child(command: list[str], env: dict[str, str] | os._Environ[str],
+           nice: int = 0) -> subprocess.Popen[bytes]:
     """A child in a process group of its own (a terminal's Ctrl-C reaches only this
-    process, which stops the children in order) that ends when this process ends."""
+    process, which stops the children in order) that ends when this process ends, ``nice``
+    steps below this process's CPU priority."""
     parent = os.getpid()
-    return subprocess.Popen(command, env=env, process_group=0,
-                            preexec_fn=lambda: end_with_parent(signal.SIGTERM, parent))
+
+    def before_exec() -> None:
+        end_with_parent(signal.SIGTERM, parent)
+        if nice:
+            os.nice(nice)
+
+    return subprocess.Popen(command, env=env, process_group=0, preexec_fn=before_exec)
 
 
 def _accepts(path: Path) -> bool:
@@ -166,15 +215,18 @@ def serve(stack: Stack) -> int:
     try:
         stack.start()
         assert stack.nginx is not None and stack.gunicorn is not None  # both started
+        writers = ("" if stack.writers is None else
+                   f" and the writers' gunicorn (pid {stack.writers.pid}, nice "
+                   f"{stack.write_nice})")
         click.echo(f"Serving on nginx (pid {stack.nginx.pid}) in front of gunicorn "
-                   f"(pid {stack.gunicorn.pid}); runtime files in {stack.runtime_dir}",
-                   err=True)
+                   f"(pid {stack.gunicorn.pid}){writers}; runtime files in "
+                   f"{stack.runtime_dir}", err=True)
         while not stack.stopping:
             if pending:
                 received = pending.pop(0)
                 stack.reload() if received == signal.SIGHUP else stack.stop()
             elif (ended := stack.exited()) is not None:
-                name = "nginx" if ended is stack.nginx else "gunicorn"
+                name = stack.name(ended)
                 click.echo(f"{name} exited with status {ended.returncode}; stopping the rest",
                            err=True)
                 status = 1
@@ -194,12 +246,19 @@ def serve(stack: Stack) -> int:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1),
               help="gunicorn worker processes.")
+@click.option("--write-workers", default=WRITE_WORKERS, show_default=True,
+              type=click.IntRange(min=0),
+              help="Worker processes of the writers' gunicorn, which takes every request but "
+                   "GET, HEAD and OPTIONS; 0: writes go to the other workers.")
+@click.option("--write-nice", default=WRITE_NICE, show_default=True,
+              type=click.IntRange(0, 19),
+              help="How much lower the writers' CPU priority is (nice steps).")
 @click.option("--runtime-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where nginx.conf, the app's socket and temporary files go; by default "
                    "a new private directory, removed at the end.")
 @click.option("--nginx", "nginx_program", help="The nginx program (default: found on PATH).")
-def serve_command(host: str, port: int, workers: int, runtime_dir: Path | None,
-                  nginx_program: str | None) -> None:
+def serve_command(host: str, port: int, workers: int, write_workers: int, write_nice: int,
+                  runtime_dir: Path | None, nginx_program: str | None) -> None:
     """Serve the app in production: nginx in front of gunicorn (see operations.serving)."""
     nginx_program = nginx_program or front.find_nginx()
     if nginx_program is None:
@@ -219,7 +278,8 @@ def serve_command(host: str, port: int, workers: int, runtime_dir: Path | None,
     try:
         try:
             stack = Stack(host, port, workers, runtime_dir.resolve(), nginx_program,
-                          config.resolve() if config.is_file() else None)
+                          config.resolve() if config.is_file() else None,
+                          write_workers=write_workers, write_nice=write_nice)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         status = serve(stack)
