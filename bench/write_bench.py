@@ -7,7 +7,13 @@ Each client is one keep-alive HTTP connection, as a site's back end keeps them, 
 the next write when the last is answered: seven in ten a new comment on a random target,
 two in ten a reply to one of the comments written so far, one in ten a DELETE of one of
 its own earlier comments. Then page 1 of the site's list is read by 8 clients, alone and
-while 8 writers write, for the ratio of the two.
+while 8 writers write, for the ratio of the two. The readers run in a process of their
+own, so that they never wait for the writers' share of this one's Python (the writers'
+client takes about a third of a core at 1,000 writes a second).
+
+``--front`` serves each checkout as production does, with its own `commentsvc serve`
+(nginx in front of gunicorn, and for a checkout that has one, the writers' gunicorn at a
+lower CPU priority: operations.serving) instead of gunicorn alone.
 
 Each step also reports how the site's one writers' lock was used, from the service's
 /metrics (its workers' figures shared): the share of the step's time it was held, and per
@@ -26,7 +32,7 @@ order swapped every other round) and reports each figure's median, the rounds ke
 beside it. ``--chart PNG`` draws writes a second and p99 by clients (matplotlib).
 
     .venv/bin/python bench/write_bench.py [--duration 8] [--comments 100000]
-        [--clients 1,2,4,8,16] [--before DIR] [--rounds 1] [--json FILE]
+        [--clients 1,2,4,8,16] [--before DIR] [--rounds 1] [--front] [--json FILE]
         [--chart bench/results/writes.png]
 """
 
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import multiprocessing
 import os
 import random
 import statistics
@@ -44,6 +51,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +77,8 @@ class Client:
     def __init__(self, base: str, token: str | None = None):
         host, port = base.removeprefix("http://").split(":")
         self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
-        self.headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        self.headers = {"Accept": "application/json", "Content-Type": "application/json",
+                        "User-Agent": f"write-bench/{os.getpid()}"}  # which process asked
         if token:
             self.headers["Authorization"] = f"Token {token}"
 
@@ -171,6 +180,20 @@ def read_page1(base: str, clients: int, seconds: float) -> list[tuple[str, int, 
     return answers
 
 
+def reads_alone_and_under_writes(base: str, writers: Writers, seconds: float) -> tuple[
+        list[tuple[str, int, float]], list[tuple[str, int, float]],
+        list[tuple[str, int, float]]]:
+    """Page 1 read by READERS clients for ``seconds`` alone, then again while 8 of
+    ``writers`` write: the answers of both reads and of the writes. The readers run in a
+    process of their own, started before either read."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as apart:
+        apart.submit(int).result()  # its process started, this module imported: ready
+        alone = apart.submit(read_page1, base, READERS, seconds).result()
+        during = apart.submit(read_page1, base, READERS, seconds)
+        written = writers.run(8, seconds)
+        return alone, during.result(), written
+
+
 def summary(answers: list[tuple[str, int, float]], seconds: float) -> dict:
     """Successful requests a second (and per kind), p50 and p99 of all, the failures."""
     ok = [(kind, elapsed) for kind, status, elapsed in answers if status in (200, 201, 204)]
@@ -230,17 +253,23 @@ def read_lock_totals(base: str) -> dict[str, float] | None:
 
 
 @contextmanager
-def service(root: Path, database_url: str, workers: int = 2):
+def service(root: Path, database_url: str, workers: int = 2, front: bool = False):
     """gunicorn serving the checkout ``root`` (its gunicorn.conf.py, ``workers`` workers),
-    its workers' metrics shared (PROMETHEUS_MULTIPROC_DIR), so /metrics adds them up."""
+    or with ``front`` that checkout's `commentsvc serve` (``workers`` for its reads), its
+    workers' metrics shared (PROMETHEUS_MULTIPROC_DIR), so /metrics adds them up."""
     port = free_port()
     log = open(os.devnull, "wb")  # noqa: SIM115 - closed below
     shared_metrics = tempfile.TemporaryDirectory(prefix="write-bench-metrics-")
+    runtime = tempfile.TemporaryDirectory(prefix="write-bench-serve-")
+    Path(runtime.name).chmod(0o711)  # as root, nginx's workers (nobody) reach the sockets
+    command = ([sys.executable, "-m", "commentsvc.operations.serving", "--host", "127.0.0.1",
+                "--port", str(port), "--workers", str(workers),
+                "--runtime-dir", str(Path(runtime.name) / "run")] if front else
+               [GUNICORN, "--config", str(root / "gunicorn.conf.py"), "--bind",
+                f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning",
+                "wsgi:app"])
     process = subprocess.Popen(
-        [GUNICORN, "--config", str(root / "gunicorn.conf.py"), "--bind",
-         f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning",
-         "wsgi:app"],
-        cwd=root, stdout=log, stderr=log,
+        command, cwd=root, stdout=log, stderr=log,
         env={**os.environ, "DATABASE_URL": database_url, "COMMENTSVC_POST_RATE_LIMIT": "",
              "PYTHONPATH": str(root), "PROMETHEUS_MULTIPROC_DIR": shared_metrics.name})
     base = f"http://127.0.0.1:{port}"
@@ -253,9 +282,10 @@ def service(root: Path, database_url: str, workers: int = 2):
         yield base
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=60)
         log.close()
         shared_metrics.cleanup()
+        runtime.cleanup()
 
 
 @contextmanager
@@ -325,14 +355,11 @@ def finish(checkout: Checkout, write_rounds: dict[int, list[dict]],
                                 for clients, rounds in write_rounds.items()}}
     if any(len(rounds) > 1 for rounds in write_rounds.values()):
         results["write_rounds"] = write_rounds
-    alone = summary(read_page1(base, READERS, seconds), seconds)
-    during: list = []
-    loaded = threading.Thread(target=lambda: during.extend(
-        read_page1(base, READERS, seconds)))
-    loaded.start()
-    under_load = summary(writers.run(8, seconds), seconds)
-    loaded.join()
-    reads_during = summary(during, seconds)
+    alone_answers, during_answers, written = reads_alone_and_under_writes(
+        base, writers, seconds)
+    alone = summary(alone_answers, seconds)
+    reads_during = summary(during_answers, seconds)
+    under_load = summary(written, seconds)
     results["reads_page1"] = {
         "alone": alone, "during_8_writers": reads_during, "writes_meanwhile": under_load,
         "ratio": round(reads_during["per_second"] / alone["per_second"], 3)}
@@ -472,11 +499,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="run every step this many times; medians are reported")
     parser.add_argument("--chart", type=Path, help="draw the figures into this PNG")
+    parser.add_argument("--front", action="store_true",
+                        help="serve each checkout with its `commentsvc serve` (nginx in front)")
     parser.add_argument("--json", type=Path, default=RESULTS)
     args = parser.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
     report: dict = {"comments": args.comments, "duration_s": args.duration,
-                    "rounds": args.rounds, "runs": {}}
+                    "rounds": args.rounds, "front": args.front, "runs": {}}
     admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
     roots = [("before", args.before.resolve())] if args.before else []
     roots.append(("after" if args.before else "this checkout", ROOT))
@@ -487,7 +516,7 @@ def main() -> None:
                 print(f"{label}: {root}", flush=True)
                 url = stack.enter_context(fresh_database(admin))
                 community = prepare(url, comments=args.comments, targets=100, posters=8)
-                base = stack.enter_context(service(root, url, args.workers))
+                base = stack.enter_context(service(root, url, args.workers, args.front))
                 checkouts.append(Checkout(label, url, base, Writers(
                     base, dict(community.tokens), community.targets, uuid.uuid4().hex[:10],
                     args.replies, args.deletes)))

@@ -4,9 +4,13 @@ lock-hold bench's parts of a batch."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import random
 import subprocess
+import threading
+import time
 import urllib.error
 from pathlib import Path
 
@@ -299,3 +303,51 @@ def test_the_write_bench_runs_each_step_on_every_checkout_in_turn(monkeypatch):
                      ("after", 1), ("before", 1), ("after", 8), ("before", 8)]
     assert report["before"]["steps"] == {1: [{"per_second": 1.0}, {"per_second": 6.0}],
                                          8: [{"per_second": 3.0}, {"per_second": 8.0}]}
+
+
+class _Recording(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with an empty JSON object, keeping the connection open, and
+    records who asked (the write bench's User-Agent names its process)."""
+
+    protocol_version = "HTTP/1.1"
+    asked: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        type(self).asked.append(self.headers.get("User-Agent", ""))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+def test_the_write_bench_reads_page1_from_a_process_of_its_own_beside_the_writers():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recording)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    class Writers:
+        calls: list[tuple[int, float]] = []
+
+        def run(self, clients: int, seconds: float) -> list:
+            self.calls.append((clients, seconds))
+            seen = len(_Recording.asked)
+            time.sleep(seconds)
+            assert len(_Recording.asked) > seen  # the readers read meanwhile
+            return [("post", 201, 0.001)]
+
+    writers = Writers()
+    try:
+        alone, during, written = write_bench.reads_alone_and_under_writes(base, writers, 0.5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert alone and during and {status for _kind, status, _s in alone + during} == {200}
+    assert written == [("post", 201, 0.001)] and writers.calls == [(8, 0.5)]
+    assert len(_Recording.asked) == len(alone) + len(during)
+    processes = {agent.removeprefix("write-bench/") for agent in _Recording.asked}
+    assert len(processes) == 1 and processes != {str(os.getpid())}
