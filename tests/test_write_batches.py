@@ -244,3 +244,41 @@ def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres
         prepared._Switch.enabled = True
         with app.app_context():
             db.get_engine().dispose()
+
+
+def test_a_batchs_statements_run_on_their_one_generic_plan_and_leave_the_setting(
+        postgres_url):
+    """Planning the batch's statements again for each batch cost more than running them:
+    each runs on the plan made once (pg_prepared_statements counts no custom plan), and
+    the setting ends with the transaction, so the connection keeps the server's default
+    for a host's own statements."""
+    app = make_app(postgres_url)
+    try:
+        Community(app)
+        for number in range(8):  # past the 5 custom plans PostgreSQL would try first
+            assert isinstance(write_batch(app, lambda n=number: [
+                request_of(ANN, body=f"post {n}"), request_of(BOB, body=f"and {n}")])[0],
+                write_batches.Posted)
+        with app.app_context():
+            engine = db.get_engine()
+            held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
+            plans, settings = {}, set()
+            for connection in held:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT name, generic_plans, custom_plans "
+                                   "FROM pg_prepared_statements")
+                    for name, generic, custom in cursor.fetchall():
+                        found = plans.setdefault(name, [0, 0])
+                        found[0] += generic
+                        found[1] += custom
+                    cursor.execute("SHOW plan_cache_mode")
+                    settings.add(cursor.fetchone()[0])
+                connection.rollback()
+            for connection in held:
+                connection.close()
+        for name in ("commentsvc_batch_facts", "commentsvc_write_batch"):
+            assert plans[name][0] >= 8 and plans[name][1] == 0, plans
+        assert settings == {"auto"}
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
