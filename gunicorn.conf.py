@@ -17,7 +17,7 @@ worker_class = "gthread"
 threads = 8
 timeout = 30
 graceful_timeout = 30
-keepalive = 2
+keepalive = 2  # longer than `commentsvc serve`'s nginx keeps an idle connection (1 s)
 
 # Forwarded headers count only when COMMENTSVC_TRUSTED_PROXIES says so (the app decides);
 # gunicorn's own default would trust X-Forwarded-Proto from any loopback client.

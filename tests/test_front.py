@@ -240,14 +240,18 @@ def test_gunicorn_not_answering_is_a_json_504(nginx_alone):
 
 
 class _Named(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """An upstream on a unix socket that answers every request with its own name."""
+    """An upstream on a unix socket that answers every request with its own name, keeping
+    connections open (HTTP/1.1), and counts the connections it was opened."""
 
     daemon_threads = True
 
     def __init__(self, path: Path, name: str):
         self.name = name
+        self.connections = 0
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def answer(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 body = json.dumps({"served_by": name, "method": self.command}).encode()
@@ -266,17 +270,24 @@ class _Named(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         super().__init__(str(path), Handler)
         os.chmod(path, 0o777)  # nginx's workers run as nobody under root
 
+    def process_request(self, request, client_address) -> None:
+        self.connections += 1
+        super().process_request(request, client_address)
+
 
 @pytest.fixture
 def named_upstreams():
     """start(paths) -> upstreams answering with their names, served until the test ends."""
     servers: list[_Named] = []
 
-    def start(**paths: Path) -> None:
+    def start(**paths: Path) -> list[_Named]:
+        started = []
         for name, path in paths.items():
             server = _Named(path, name)
             threading.Thread(target=server.serve_forever, daemon=True).start()
-            servers.append(server)
+            started.append(server)
+        servers.extend(started)
+        return started
 
     yield start
     for server in servers:
@@ -319,3 +330,15 @@ def test_without_a_writers_gunicorn_every_method_goes_to_the_one(
     port, path = nginx_alone()
     named_upstreams(reads=path)
     assert served_by(port, method) == "reads"
+
+
+def test_the_front_keeps_its_connections_to_gunicorn_open(nginx_alone, named_upstreams):
+    """Each client request on a new connection to nginx, in turn; nginx passes them all
+    on one connection it keeps to each gunicorn (a connection a request costs both
+    gunicorn and nginx a unix socket's accept and close)."""
+    port, path = nginx_alone(writes=True)
+    reads, writes = named_upstreams(reads=path, writes=path.with_name("writes.sock"))
+    for _ in range(5):
+        assert served_by(port, "GET") == "reads"
+        assert served_by(port, "POST") == "writes"
+    assert (reads.connections, writes.connections) == (1, 1)

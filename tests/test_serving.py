@@ -22,6 +22,7 @@ from test_front import require_nginx
 from bench.slow_clients import Serve
 from commentsvc.storage import engine
 from conftest import insert_records, make_app
+from harness.mixed_load import Load, verify
 from harness.servers import LIST, Gunicorn, prepare, request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,3 +252,31 @@ def test_when_the_writers_gunicorn_dies_the_launcher_stops_the_rest_and_exits_1(
         assert "the writers' gunicorn exited" in served.output()
         assert within(SUPERVISOR_SECONDS, lambda: not any(map(alive, pids)))
         assert can_bind(served.port)
+
+
+def pool_workers(served: Serve) -> set[int]:
+    """The worker processes of every gunicorn of the stack (not their masters)."""
+    pids = [pid for pool in gunicorns(served).values() for pid in pool]
+    return {pid for pid in pids if parent_of(pid) != served.pid}
+
+
+def test_a_reload_behind_the_front_drops_no_request(serve_url):
+    """nginx keeps its connections to both gunicorns open between requests; SIGHUP
+    replaces every worker of both while requests (each on a new connection to nginx)
+    keep coming, and none fails: an old worker closes the connections it keeps idle as it
+    exits, and nginx opens new ones."""
+    community = prepare(serve_url, comments=300, targets=5, posters=2)
+    with Serve(serve_url) as served:
+        first = pool_workers(served)
+        assert len(first) == 4  # 2 readers, 2 writers
+        load = Load(served.base, community, threads=4).start()
+        time.sleep(2)
+        os.kill(served.pid, signal.SIGHUP)
+        assert within(30, lambda: len(pool_workers(served)) == 4
+                      and not pool_workers(served) & first)
+        time.sleep(2)
+        load.stop()
+        assert load.failures() == []
+        assert len(load.answers) > 100
+        checks = verify(served.base, serve_url, load)
+    assert checks["201 posts stored once"] > 0
