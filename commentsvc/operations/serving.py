@@ -64,7 +64,7 @@ class Stack:
 
     def __init__(self, host: str, port: int, workers: int, runtime_dir: Path,
                  nginx: str, gunicorn_config: Path | None, app: str = APP,
-                 write_workers: int = 0, write_nice: int = WRITE_NICE):
+                 write_workers: int = WRITE_WORKERS, write_nice: int = WRITE_NICE):
         self.runtime_dir = runtime_dir
         self.socket = runtime_dir / "app.sock"
         self.write_socket = runtime_dir / "writes.sock" if write_workers else None

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-
 # Sent with each execution, in the same round trip: the statement runs on the plan
 # PostgreSQL made for it once, not on one planned again for these values. Left to itself
 # the server keeps planning these statements anew (its estimate for arrays of unknown
 # length makes the generic plan look dearer), and planning took 0.13 to 0.27 ms where
-# running took 0.03 to 0.08 (BENCHMARKS.md, "Writes planned once"). Every table is
-# reached through its primary key or a unique index whatever the values. LOCAL: it ends
-# with the transaction, so a host's own statements on the same connection keep the
-# server's default.
+# running took 0.03 to 0.08 (BENCHMARKS.md, "Reads first"). Each part of them looks rows
+# up by their keys, a plan that does not depend on the values; the server makes it again
+# when a table's statistics change (a small table may be read whole). LOCAL: it ends with
+# the transaction, so a host's own statements on the same connection keep the server's
+# default.
 GENERIC_PLAN = "SET LOCAL plan_cache_mode = force_generic_plan;"
 
 
