@@ -193,6 +193,15 @@ LIST_IDS = sa.text("""
 """)
 
 
+def stop_and_verify(load: Load, base: str, database_url: str, least: int = 100) -> dict:
+    """Stop ``load`` and check that it met no failure in more than ``least`` answers,
+    then ``verify``; raises AssertionError, else verify's summary."""
+    load.stop()
+    assert load.failures() == [], load.failures()[:5]
+    assert len(load.answers) > least
+    return verify(base, database_url, load)
+
+
 def verify(base: str, database_url: str, load: Load) -> dict:
     """Check that nothing was lost or half-done; raises AssertionError, else a summary."""
     created = {p.id: p for p in load.posts if p.answer.status == 201}
