@@ -142,8 +142,16 @@ def test_stalled_requests_are_closed_in_front_within_seconds(stack):
     (b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\nCookie: " + b"c" * 9000 + b"\r\n\r\n",
      431, "The request headers are too large."),
     (b"NOT AN HTTP REQUEST\r\n\r\n", 400, "Bad request."),
-    (b"GET /api/comments/ HTTP/1.1\r\n\r\n", 400, "Bad request."),  # HTTP/1.1 without Host
-], ids=["413-length", "413-chunked", "414", "431", "400-request-line", "400-no-host"])
+    (b"GET /api/comments/ HTTP/1.1\r\n\r\n", 400,  # HTTP/1.1 without Host, as the app says
+     "A Host header is required."),
+    (b"TRACE /api/comments/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405,
+     'Method "TRACE" not allowed.'),
+    (b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n"
+     b"Connection: close\r\n\r\n", 501, "The transfer coding of the request is not supported."),
+    (b"GET /api/comments/ HTTP/2.0\r\nHost: x\r\nConnection: close\r\n\r\n", 505,
+     "The HTTP version of the request is not supported."),
+], ids=["413-length", "413-chunked", "414", "431", "400-request-line", "400-no-host", "405-trace",
+        "501-transfer-coding", "505-version"])
 def test_errors_answered_in_front_are_json(stack, request_bytes, status, detail):
     before = len(app_requests(stack))
     received, _elapsed = exchange(stack.port, request_bytes)
@@ -177,6 +185,16 @@ def test_forwarded_headers_are_nginxs_never_the_clients(stack):
     page = json.loads(body)["p8n"]
     assert page["next_url"] == "http://comics.example:8080/api/comments/?page_size=5&page=2"
     assert app_requests(stack)[-1]["remote_addr"] == "127.0.0.1"
+
+
+def test_an_http10_request_without_host_gets_links_on_the_servers_address(stack):
+    """As under gunicorn alone (API.md, "Host and path"): nginx passes the address the
+    request came to as its Host."""
+    received, _elapsed = exchange(stack.port, b"GET /api/comments/ HTTP/1.0\r\n\r\n")
+    status, _headers, body = parse(received)
+    assert status == 200
+    assert json.loads(body)["p8n"]["next_url"] == (
+        f"http://127.0.0.1:{stack.port}/api/comments/?page=2")
 
 
 @pytest.fixture

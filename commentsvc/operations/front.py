@@ -9,6 +9,7 @@ COMMENTSVC_MAX_REQUEST_BYTES, so the two never disagree.
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import shutil
@@ -24,16 +25,21 @@ CLIENT_TIMEOUT_SECONDS = 5
 # Body bytes kept in memory per request; a larger allowed body goes to a temporary file.
 MAX_BODY_BUFFER_BYTES = 65536
 # What nginx answers itself: status and detail. 494 is nginx's own code for headers too
-# large; the client gets the standard 431 for it.
+# large; the client gets the standard 431 for it. nginx refuses TRACE itself (405), a
+# transfer coding other than chunked (501) and an HTTP version it does not speak (505).
+# A 400 for an HTTP/1.1 request without Host says so, as the app would (nginx.conf.j2).
 ERRORS = (
     (400, "Bad request."),
+    (405, 'Method "TRACE" not allowed.'),
     (408, "The request was not received in time."),
     (413, "The request body is too large."),
     (414, "The request URI is too long."),
     (494, "The request headers are too large."),
     (500, "A server error occurred."),
+    (501, "The transfer coding of the request is not supported."),
     (502, "The service is unavailable. Try again shortly."),
     (504, "The service did not answer in time."),
+    (505, "The HTTP version of the request is not supported."),
 )
 
 
@@ -83,7 +89,14 @@ def render(config: FrontConfig) -> str:
         max_body_bytes=config.max_body_bytes,
         body_buffer_bytes=min(config.max_body_bytes, MAX_BODY_BUFFER_BYTES),
         socket=config.socket, write_socket=config.write_socket, listen=config.listen,
-        app_timeout_seconds=config.app_timeout_seconds, errors=ERRORS)
+        app_timeout_seconds=config.app_timeout_seconds,
+        errors=[(status, _in_nginx_string(json.dumps(detail)[1:-1]))
+                for status, detail in ERRORS])
+
+
+def _in_nginx_string(text: str) -> str:
+    """``text`` as it goes between nginx's single quotes (its backslashes doubled)."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def prepare_runtime_dir(runtime_dir: Path, config: FrontConfig) -> Path:
