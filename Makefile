@@ -30,7 +30,8 @@ run: install
 	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) wsgi:app
 
 # Production: nginx (buffering, slow-client timeouts, JSON errors) in front of gunicorn
-# on a private unix socket, both stopped together (commentsvc/operations/serving.py).
+# and the writers' own gunicorn on private unix sockets, all stopped together
+# (commentsvc/operations/serving.py).
 serve: install
 	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make serve"
 	$(BIN)/flask --app app init-db
