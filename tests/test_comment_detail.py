@@ -142,6 +142,7 @@ def test_anyone_else_marking_read_is_403(app, client, community, name, comment_i
     ({}, {"is_read": ["This field is required."]}),
     ({"is_read": "maybe"}, {"is_read": ["Must be a valid boolean."]}),
     ({"is_read": True, "body": "edited"}, {"body": ["This field cannot be changed."]}),
+    ({"body": "edited"}, {"is_read": ["This field is required."]}),
 ])
 def test_bad_patches_are_400_and_write_nothing(app, client, community, fields, errors):
     before = table_rows(app)
