@@ -23,7 +23,7 @@ from bench.slow_clients import Serve
 from commentsvc.storage import engine
 from conftest import insert_records, make_app
 from harness.mixed_load import Load, stop_and_verify
-from harness.servers import LIST, Gunicorn, prepare, request
+from harness.servers import LIST, Gunicorn, free_port, prepare, request
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = [sys.executable, "-m", "commentsvc.operations.serving"]
@@ -181,7 +181,7 @@ def test_a_killed_launcher_takes_nginx_and_gunicorn_with_it(serve_url):
 def test_bad_settings_stop_the_launcher_before_anything_starts(tmp_path):
     require_nginx()
     env = {**os.environ, "COMMENTSVC_MAX_REQUEST_BYTES": "0"}
-    finished = subprocess.run(SERVING + ["--port", "0"],
+    finished = subprocess.run(SERVING + ["--port", str(free_port())],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2  # a start-up problem: one line, no traceback
     assert "COMMENTSVC_MAX_REQUEST_BYTES='0'" in finished.stderr
@@ -277,3 +277,12 @@ def test_a_reload_behind_the_front_drops_no_request(serve_url):
         time.sleep(2)
         checks = stop_and_verify(load, served.base, serve_url)
     assert checks["201 posts stored once"] > 0
+
+
+def test_port_0_is_refused_before_anything_starts():
+    """nginx cannot listen on a port chosen for it: one usage line, exit 2."""
+    require_nginx()
+    finished = subprocess.run(SERVING + ["--port", "0"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+    assert finished.returncode == 2
+    assert "Invalid value for '--port'" in finished.stderr

@@ -243,7 +243,8 @@ def serve(stack: Stack) -> int:
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address nginx listens on (0.0.0.0 or :: for every interface).")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535),
+              help="Port nginx listens on (nginx takes no 0 for a free one).")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1),
               help="gunicorn worker processes.")
 @click.option("--write-workers", default=WRITE_WORKERS, show_default=True,
@@ -268,8 +269,8 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
     except settings.SettingsError as exc:
         raise StartupError(startup.explain(exc)) from exc
     # Before anything starts: a taken port is one line, not nginx failing after gunicorn.
-    ports.check(host, port, f"commentsvc serve --port {port + 1 if port else 8001} "
-                            f"(make serve: PORT={port + 1 if port else 8001} make serve)")
+    ports.check(host, port, f"commentsvc serve --port {port + 1} "
+                            f"(make serve: PORT={port + 1} make serve)")
     config = Path(GUNICORN_CONFIG)
     owned = runtime_dir is None
     if runtime_dir is None:
