@@ -67,18 +67,19 @@ class Stack:
                  write_workers: int = WRITE_WORKERS, write_nice: int = WRITE_NICE):
         self.runtime_dir = runtime_dir
         self.socket = runtime_dir / "app.sock"
-        self.write_socket = runtime_dir / "writes.sock" if write_workers else None
+        write_socket = runtime_dir / "writes.sock" if write_workers else None
         max_body = settings.resolved(settings.from_environment())["MAX_REQUEST_BYTES"]
         self.conf = front.prepare_runtime_dir(runtime_dir, front.FrontConfig(
             host=host, port=port, socket=self.socket, max_body_bytes=max_body,
-            write_socket=self.write_socket))
+            write_socket=write_socket))
         self.nginx_command = [nginx, "-e", "stderr", "-p", f"{runtime_dir}/",
                               "-c", str(self.conf)]
         self.gunicorn_command = _gunicorn_command(
             self.socket, workers, runtime_dir / "gunicorn.ctl", gunicorn_config, app)
-        self.writers_command = None if self.write_socket is None else _gunicorn_command(
-            self.write_socket, write_workers, runtime_dir / "gunicorn-writes.ctl",
-            gunicorn_config, app)
+        # The writers' gunicorn's command and socket, when there is one.
+        self.writers_pool = None if write_socket is None else (_gunicorn_command(
+            write_socket, write_workers, runtime_dir / "gunicorn-writes.ctl",
+            gunicorn_config, app), write_socket)
         self.write_nice = write_nice
         self.gunicorn: subprocess.Popen[bytes] | None = None
         self.writers: subprocess.Popen[bytes] | None = None
@@ -91,9 +92,10 @@ class Stack:
         env = {**os.environ, "COMMENTSVC_TRUSTED_PROXIES": "1"}
         self.gunicorn = _child(self.gunicorn_command, env)
         started = [(self.gunicorn, self.socket, "gunicorn")]
-        if self.writers_command is not None and self.write_socket is not None:
-            self.writers = _child(self.writers_command, env, nice=self.write_nice)
-            started.append((self.writers, self.write_socket, "the writers' gunicorn"))
+        if self.writers_pool is not None:
+            command, write_socket = self.writers_pool
+            self.writers = _child(command, env, nice=self.write_nice)
+            started.append((self.writers, write_socket, "the writers' gunicorn"))
         deadline = time.monotonic() + START_SECONDS
         for child, path, name in started:
             while not _accepts(path):
