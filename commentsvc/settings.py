@@ -289,6 +289,10 @@ SETTINGS: tuple[Setting, ...] = (
             "(web.fast_lane): one a worker answered twice lately from the cache after one "
             "counter read, another page of a list Flask answered built in one statement; "
             "off sends every request through Flask."),
+    Setting("LIST_TRUST_SECONDS", 5, _seconds,
+            "PostgreSQL without replicas: how long a worker may answer a cached list page "
+            "or a 304 without reading the list's counter row, while no change to the list "
+            "has been notified (storage.list_versions); 0 reads it for every answer."),
     Setting("CACHE_MAX_AGE", 0, _non_negative_int,
             "Seconds a client or CDN may reuse a list response before revalidating it "
             "with its ETag; 0 means revalidate every time."),
@@ -413,6 +417,7 @@ class Settings:
     max_embedded_replies: int
     response_cache_mb: int
     fast_lane: bool
+    list_trust_seconds: float
     cache_max_age: int
     max_body_length: int
     max_request_bytes: int

@@ -25,9 +25,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from commentsvc.settings import Settings
-from commentsvc.storage import bulk_lock, deadline, outage
+from commentsvc.storage import bulk_lock, deadline, node_writes, outage
 from commentsvc.storage.database_urls import normalise_url
-from commentsvc.storage.queries import connections, schema
+from commentsvc.storage.queries import connections, list_versions, schema
 
 T = TypeVar("T")
 
@@ -201,6 +201,8 @@ def writing(engine: Engine, unlimited: bool = False,
             yield conn
     finally:
         if locked is not None:
+            if engine.dialect.name == "postgresql":  # committed, or may have: say so
+                node_writes.for_url(engine.url).changed()
             _tell_observer(locked - started, perf_counter() - locked)
 
 
@@ -317,6 +319,9 @@ def create_schema(conn: Connection) -> None:
     for statement in schema_statements():
         conn.exec_driver_sql(statement.rstrip(";"))
     _add_missing_columns(conn)
+    if conn.dialect.name == "postgresql":  # the lists' changes heard (storage.list_versions)
+        for statement in list_versions.CREATE_NOTIFY_TRIGGERS:
+            conn.exec_driver_sql(statement)
 
 
 def _add_missing_columns(conn: Connection) -> None:
@@ -328,9 +333,14 @@ def _add_missing_columns(conn: Connection) -> None:
 
 
 def drop_schema(conn: Connection) -> None:
-    """Drop the service's tables (tests and `init-db --drop`); the host's are untouched."""
+    """Drop the service's tables (tests and `init-db --drop`); the host's are untouched.
+    Every process listening for the lists' changes hears that all of them changed."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(list_versions.EVERY_LIST_CHANGED)
     for statement in schema.DROP_TABLES:
         conn.exec_driver_sql(statement)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(list_versions.DROP_FUNCTION)
 
 
 def database_config(settings: Settings, default_url: str) -> tuple[str, dict[str, Any]]:

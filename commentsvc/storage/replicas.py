@@ -34,8 +34,10 @@ from commentsvc.settings import Settings
 from commentsvc.storage import deadline
 from commentsvc.storage.counters import CounterReaders
 from commentsvc.storage.engine import engine_options, get_engine, mark_replica, prepare_engine
+from commentsvc.storage.list_versions import ListVersions
 from commentsvc.storage.queries.replicas import LAG
 from commentsvc.storage.redis_link import Backoff
+from commentsvc.storage.store import ListState
 
 log = logging.getLogger("commentsvc")
 T = TypeVar("T")
@@ -195,17 +197,44 @@ class ReadRouting:
     """Where one app's reads go: its replicas (a router, or None), unless the reader
     wrote lately (``recent_writers``); and the counter reader of each engine read from."""
 
-    def __init__(self, router: ReplicaRouter | None, recent_writers: RecentWriters):
+    def __init__(self, router: ReplicaRouter | None, recent_writers: RecentWriters,
+                 trust_seconds: float = 0.0):
         self.router = router
         self.recent_writers = recent_writers
         self.counter_readers = CounterReaders()
+        self.trust_seconds = trust_seconds
+        self._versions: dict[Engine, ListVersions] = {}
+        self._versions_lock = threading.Lock()
+
+    def list_state(self, list_key: str, primary: Callable[[], Engine] = get_engine
+                   ) -> ListState:
+        """A list's size and version for an anonymous read: read as ``reading`` reads,
+        or, with no replicas, on PostgreSQL, the primary's as read last while nothing can
+        have changed it (storage.list_versions; LIST_TRUST_SECONDS)."""
+        def read(engine: Engine) -> ListState:
+            return self.counter_readers.for_engine(engine).read(list_key)
+        if self.router is not None or not self.trust_seconds:
+            return self.reading(None, read, primary)
+        engine = primary()
+        if engine.dialect.name != "postgresql":
+            return read(engine)
+        return self.list_versions(engine).state(list_key, lambda: read(engine))
+
+    def list_versions(self, engine: Engine) -> ListVersions:
+        """What this process knows of the lists of ``engine``'s database."""
+        versions = self._versions.get(engine)
+        if versions is None:
+            with self._versions_lock:
+                versions = self._versions.get(engine) or self._versions.setdefault(
+                    engine, ListVersions(engine, self.trust_seconds))
+        return versions
 
     @classmethod
     def from_settings(cls, settings: Settings, redis_client: redis.Redis | None) -> ReadRouting:
         """Engines for DATABASE_REPLICA_URLS (none: every read goes to the primary)."""
         recent_writers = RecentWriters(settings.read_your_writes_seconds, redis_client)
         if not settings.database_replica_urls:
-            return cls(None, recent_writers)
+            return cls(None, recent_writers, settings.list_trust_seconds)
         engines = []
         for url in settings.database_replica_urls:
             engine = create_engine(url, **engine_options(

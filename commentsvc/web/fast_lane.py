@@ -256,9 +256,7 @@ class FastLane:
         """The tag of the list's answer as the list is now, or None when the counter row
         could not be read."""
         try:
-            state = self.service.reads.reading(
-                None, lambda engine: self.service.counter_readers.for_engine(engine)
-                .read(candidate.comments.key), self._primary)
+            state = self.service.reads.list_state(candidate.comments.key, self._primary)
         except Exception:  # noqa: BLE001 - Flask answers it, as it answers any error
             return None
         return list_etag(state, candidate.url, candidate.query, candidate.shown_as)
