@@ -6,6 +6,7 @@ client saw answered."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -201,16 +202,22 @@ def test_every_list_may_have_changed_after_a_truncation(made, reads):
         time.sleep(0.01)
 
 
-def backend_of_listener(postgres_url: str) -> int:
+def listeners(postgres_url: str) -> list[int]:
+    """The server processes of the database's listeners."""
     admin = sa.create_engine(ADMIN_URL)
     try:
         with admin.connect() as conn:
-            return conn.execute(sa.text(
+            return list(conn.execute(sa.text(
                 "SELECT pid FROM pg_stat_activity WHERE datname = :db"
                 " AND application_name = 'commentsvc list changes'"),
-                {"db": sa.engine.make_url(postgres_url).database}).scalar_one()
+                {"db": sa.engine.make_url(postgres_url).database}).scalars())
     finally:
         admin.dispose()
+
+
+def backend_of_listener(postgres_url: str) -> int:
+    [pid] = listeners(postgres_url)
+    return pid
 
 
 def test_while_not_listening_every_answer_reads_the_counter(made, reads, monkeypatch):
@@ -246,6 +253,30 @@ def test_while_not_listening_every_answer_reads_the_counter(made, reads, monkeyp
 
 
 real_read = counters.ListStateReader.read
+
+
+def test_a_forked_child_listens_on_its_own_and_leaves_the_parents_connection(
+        made, reads, postgres_url):
+    app = made(COMMENTSVC_LIST_TRUST_SECONDS="3600")
+    Community(app)
+    client = app.test_client()
+    remembered(app, client)
+    versions = versions_of(app)
+    parents = backend_of_listener(postgres_url)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's own work, judged by its exit status
+        try:
+            listening(app, app.test_client())
+            versions.stop()  # as a host's dispose after fork would
+            os._exit(0 if not versions.listening else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert versions.listening and parents in listeners(postgres_url)
+    reads.clear()
+    client.get(PAGE)
+    assert reads == []
 
 
 def test_without_the_triggers_every_answer_reads_the_counter(made, reads, caplog):

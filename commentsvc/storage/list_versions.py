@@ -59,6 +59,12 @@ _WAKE_SECONDS = 1.0
 _MISSING_SECONDS = 30.0
 
 
+# Listeners' connections inherited across fork() belong to the parent; closing them (or
+# letting them be collected) in a child would end the parent's session, so they are kept
+# here, unused, for the process's life.
+_inherited: list[Any] = []
+
+
 def _slot(list_key: str) -> int:
     return zlib.crc32(list_key.encode("utf-8", "surrogatepass")) % _SLOTS
 
@@ -87,6 +93,8 @@ class ListVersions:
         self._slots = [0] * _SLOTS
         self._known: dict[str, _Known] = {}
         event.listen(engine, "engine_disposed", functools.partial(_disposed, weakref.ref(self)))
+        # A lock another thread held at fork() would never be let go in the child.
+        os.register_at_fork(after_in_child=functools.partial(_forked, weakref.ref(self)))
 
     @property
     def listening(self) -> bool:
@@ -115,8 +123,8 @@ class ListVersions:
         starts again."""
         with self._lock:
             self._stopped.set()
-            self._pid = 0
             self._lost()
+            self._pid = 0
 
     def _mark(self, list_key: str) -> tuple[int, int, int] | None:
         """What must not change while a state read now is used: taken before the read,
@@ -150,11 +158,15 @@ class ListVersions:
         """Not listening, and no state read so far to be used again (the lock held)."""
         self._generation += 1
         connection, self._connection = self._connection, None
-        if connection is not None:
-            try:
-                connection.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close
-                pass
+        if connection is None:
+            return
+        if self._pid != os.getpid():  # a parent's: closing it would end the parent's
+            _inherited.append(connection)
+            return
+        try:
+            connection.close()
+        except Exception:  # noqa: BLE001 - a broken connection may fail to close
+            pass
 
     def _start(self) -> None:
         """Start this process's listener thread (again in a forked child, or after a
@@ -162,8 +174,7 @@ class ListVersions:
         with self._lock:
             if self._pid == os.getpid():
                 return
-            self._connection = None  # a parent's, if any, is the parent's to close
-            self._generation += 1
+            self._lost()  # a parent's connection, if any, is kept unused
             self._pid = os.getpid()
             self._stopped = threading.Event()
             threading.Thread(target=_listen, args=(weakref.ref(self), self._stopped),
@@ -221,6 +232,12 @@ class ListVersions:
             self._generation += 1
             self._connection = connection
         return True
+
+
+def _forked(versions: weakref.ref[ListVersions]) -> None:
+    found = versions()
+    if found is not None:
+        found._lock = threading.Lock()  # noqa: SLF001 - its own, made anew
 
 
 def _disposed(versions: weakref.ref[ListVersions], _engine: Engine) -> None:
