@@ -11,7 +11,8 @@ Accept, as sent):
 * **A request asked for again** (the first time Flask builds and caches the page, the
   second time it finds it cached, and only then is the request remembered) is answered
   from what the answer was made of: the list's counter row read (on the engine a Flask
-  read would take) and its tag computed as web.conditional does; an If-None-Match naming
+  read would take; not read again while the list is known unchanged,
+  storage.list_versions) and its tag computed as web.conditional does; an If-None-Match naming
   the tag gets the 304 Flask sent, any other request the body the cache holds under the
   tag, or the page built here when the cache holds none (after a write).
 * **Another page of a list** (the same request but for its ``page`` number: its shape,
