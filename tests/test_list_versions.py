@@ -343,3 +343,21 @@ def test_each_change_of_the_shared_word_is_new():
     assert node_writes.file_for(url) != node_writes.file_for(url.set(database="other"))
     assert node_writes.file_for(url) == node_writes.file_for(url.set(password="secret"))
     node_writes.file_for(url).unlink()
+
+
+def test_init_db_creates_missing_triggers_and_leaves_present_ones_be(made):
+    app = made()
+    present = ("SELECT tgname FROM pg_trigger WHERE tgrelid = "
+               "'commentsvc_list_count'::regclass AND NOT tgisinternal ORDER BY 1")
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER commentsvc_list_count_emptied "
+                             "ON commentsvc_list_count")
+        engine.create_schema(conn)
+        assert list(conn.exec_driver_sql(present).scalars()) == [
+            "commentsvc_list_count_changed", "commentsvc_list_count_emptied"]
+    with app.app_context(), engine.get_engine().begin() as conn:
+        engine.create_schema(conn)  # both there: no DDL on the table, so no lock held
+        held = conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND relation = "
+            "'commentsvc_list_count'::regclass").scalar()
+        assert held == 0

@@ -319,7 +319,8 @@ def create_schema(conn: Connection) -> None:
     for statement in schema_statements():
         conn.exec_driver_sql(statement.rstrip(";"))
     _add_missing_columns(conn)
-    if conn.dialect.name == "postgresql":  # the lists' changes heard (storage.list_versions)
+    if conn.dialect.name == "postgresql" and conn.exec_driver_sql(
+            list_versions.TRIGGERS_PRESENT).scalar() != 2:  # storage.list_versions
         for statement in list_versions.CREATE_NOTIFY_TRIGGERS:
             conn.exec_driver_sql(statement)
 

@@ -8,7 +8,16 @@ from __future__ import annotations
 # counter rows were emptied at once: every list may have changed).
 CHANNEL = "commentsvc_lists"
 
-# Created by init-db after schema.sql (CREATE OR REPLACE: safe to run again). A trigger
+# How many of the two triggers exist: init-db and the commands that check the schema
+# create them only when they are missing (replacing a trigger locks the counter rows
+# against every read until the command's transaction ends).
+TRIGGERS_PRESENT = """
+    SELECT count(*) FROM pg_trigger
+    WHERE tgrelid = to_regclass('commentsvc_list_count')
+      AND tgname IN ('commentsvc_list_count_changed', 'commentsvc_list_count_emptied')
+"""
+
+# Created by init-db after schema.sql, where missing (safe to run again). A trigger
 # fires in the writer's transaction; PostgreSQL sends its notifications when that commits,
 # and never when it rolls back, and sends one of each payload per transaction.
 CREATE_NOTIFY_TRIGGERS = (
