@@ -286,7 +286,7 @@ SETTINGS: tuple[Setting, ...] = (
             "the cache off."),
     Setting("FAST_LANE", True, _flag,
             "Standalone: anonymous JSON list requests are answered before Flask "
-            "(web.fast_lane): one a worker answered twice lately from the cache after one "
+            "(web.fast_lane): one a worker answered and cached lately from the cache after one "
             "counter read, another page of a list Flask answered built in one statement; "
             "off sends every request through Flask."),
     Setting("LIST_TRUST_SECONDS", 5, _seconds,

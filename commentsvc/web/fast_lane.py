@@ -8,8 +8,9 @@ of a built one. Here a WSGI layer in front of the standalone app learns from Fla
 answers to anonymous JSON list requests (their method, URL, host, scheme, protocol and
 Accept, as sent):
 
-* **A request asked for again** (the first time Flask builds and caches the page, the
-  second time it finds it cached, and only then is the request remembered) is answered
+* **A request asked for again** (the first time Flask, or this layer, builds and caches
+  the page, the second time it is found cached, and only then is the request
+  remembered) is answered
   from what the answer was made of: the list's counter row read (on the engine a Flask
   read would take; not read again while the list is known unchanged,
   storage.list_versions) and its tag computed as web.conditional does; an If-None-Match naming
@@ -19,8 +20,10 @@ Accept, as sent):
   web.page_shapes) is built here once Flask answered a 200 of that shape, as Flask builds
   it: one statement reads the page and the list's state (web.reads.read_page), the body
   is made by web.reads.json_page, the tag computed from the state, and the page cached.
-  A request of that shape that names a tag, or that this process cached lately, goes to
-  Flask, which answers it from the cache and so has it remembered.
+  A request of that shape that this process cached lately (or any, when the cache is
+  shared) is sent from the cache under its tag as the list is now, when it holds it, and
+  is remembered from then on; one that names a tag goes to Flask, which answers it and so
+  has it remembered.
 
 Either way the answer goes out with the headers Flask sent for a 200 (or 304) of that
 request or shape, a new ETag, Content-Length and X-Request-ID, logged and counted as
@@ -42,7 +45,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -200,12 +203,36 @@ class FastLane:
         the request is remembered); otherwise Flask's answer."""
         shaped = _shape(key)
         learned = None if shaped is None else self.shapes.get(shaped[0])
-        if shaped is None or learned is None or "HTTP_IF_NONE_MATCH" in environ or (
-                self._may_be_cached(learned.candidate, environ)):
+        if shaped is None or learned is None or "HTTP_IF_NONE_MATCH" in environ:
             return self._through_flask(environ, start_response, key)
         self._used(self.shapes, shaped[0])
+        if self._may_be_cached(learned.candidate, environ):
+            return self._from_cache(environ, start_response, key, shaped, learned,
+                                    perf_counter())
         return self._built_or_flask(environ, start_response, key, shaped, learned,
                                     perf_counter())
+
+    def _from_cache(self, environ: WSGIEnvironment, start_response: StartResponse,
+                    key: tuple[Any, ...], shaped: tuple[tuple[Any, ...], int],
+                    learned: _Remembered, started: float) -> Iterable[bytes]:
+        """A request of a known shape whose page the cache may hold (this process cached
+        it lately, or the cache is shared): the body the cache holds under its tag as the
+        list is now, the request remembered from then on as Flask's answer from the cache
+        would have it remembered; built when the cache holds none."""
+        query_string = environ.get("QUERY_STRING", "").encode("latin-1")
+        candidate = replace(learned.candidate, query=request_args.quoted(query_string))
+        tag = self._tag(candidate)
+        if tag is None:  # the counter could not be read: Flask answers as it does
+            return self._through_flask(environ, start_response, key)
+        cache = self.service.page_cache
+        body = None if cache is None else cache.get(tag)
+        if body is None:
+            return self._built_or_flask(environ, start_response, key, shaped, learned,
+                                        started)
+        found = _Remembered(replace(candidate, tag=tag), learned.headers)
+        with self._lock:
+            self._keep(key, found)
+        return self._send(environ, start_response, found, 200, tag, body, started)
 
     def _built_or_flask(self, environ: WSGIEnvironment, start_response: StartResponse,
                         key: tuple[Any, ...], shaped: tuple[tuple[Any, ...], int] | None,
@@ -334,10 +361,15 @@ class FastLane:
             earlier = self.remembered.get(key)
             answers = {} if earlier is None else dict(earlier.headers)
             answers[status] = self._shared(kept)
-            self.remembered[key] = _Remembered(candidate, answers)
-            self.remembered.move_to_end(key)
-            while len(self.remembered) > self.kept:
-                self.remembered.popitem(last=False)
+            self._keep(key, _Remembered(candidate, answers))
+
+    def _keep(self, key: tuple[Any, ...], found: _Remembered) -> None:
+        """Remember a request's answers, forgetting the one used least lately when there
+        are too many (the lock held)."""
+        self.remembered[key] = found
+        self.remembered.move_to_end(key)
+        while len(self.remembered) > self.kept:
+            self.remembered.popitem(last=False)
 
     def _forget(self, key: tuple[Any, ...]) -> None:
         with self._lock:
