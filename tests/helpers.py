@@ -82,3 +82,17 @@ def slow_page_reads(monkeypatch, seconds: float) -> None:
         return original(self, cursor, read)
 
     monkeypatch.setattr(counters.ListStateReader, "_fetch_page", slowed)
+
+
+def calls_of(monkeypatch, owner, name: str) -> list:
+    """The first argument (after self) of each call of ``owner.name`` from now on; the
+    method still does what it does."""
+    calls: list = []
+    real = getattr(owner, name)
+
+    def counting(self, first, *args, **kwargs):
+        calls.append(first)
+        return real(self, first, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls

@@ -19,6 +19,7 @@ from commentsvc.web import current, fast_lane, page_shapes
 from commentsvc.web.conditional import AGAIN, CANDIDATE, Candidate
 from commentsvc.web.fast_lane import FastLane
 from conftest import insert_records, read_ndjson, sample_path
+from helpers import calls_of
 
 LIST = "/api/comments/"
 TARGET = "/api/comments/?content_type=users.user&object_id=17"
@@ -217,14 +218,7 @@ def test_a_write_is_never_hidden_and_the_counter_is_read_once(app, client, sampl
     client.get(TARGET)
     with app.app_context(), engine.writing(engine.get_engine()) as conn:
         store.soft_delete(conn, 1298)
-    reads: list[str] = []
-    real = counters.ListStateReader.read
-
-    def counting(self, list_key):
-        reads.append(list_key)
-        return real(self, list_key)
-
-    monkeypatch.setattr(counters.ListStateReader, "read", counting)
+    reads = calls_of(monkeypatch, counters.ListStateReader, "read")
     after = client.get(TARGET)
     assert len(flask_calls) == 1 and len(reads) == 1  # the lane built it, no 2nd read
     shown = {e["id"]: e["is_deleted"] for e in after.get_json()["results"]}
@@ -437,14 +431,7 @@ def test_a_page_cached_lately_is_sent_from_the_cache_not_built_again(client, sam
                                                                     flask_calls, monkeypatch):
     client.get(f"{LIST}?page=2")  # Flask: the shape is learned
     built = client.get(f"{LIST}?page=3")  # the lane builds it and caches it
-    page_reads: list[object] = []
-    real = counters.ListStateReader.read_page
-
-    def counting(self, read):
-        page_reads.append(read)
-        return real(self, read)
-
-    monkeypatch.setattr(counters.ListStateReader, "read_page", counting)
+    page_reads = calls_of(monkeypatch, counters.ListStateReader, "read_page")
     again = client.get(f"{LIST}?page=3")
     assert answer(again) == answer(built) and page_reads == [] and len(flask_calls) == 1
 

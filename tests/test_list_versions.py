@@ -19,6 +19,7 @@ from commentsvc.storage import counters, engine, node_writes, store
 from commentsvc.storage.list_versions import ListVersions
 from commentsvc.web import current
 from conftest import ADMIN_URL, Community, make_app
+from helpers import calls_of
 
 PAGE = "/api/comments/?content_type=comics.comicpage&object_id=10"
 LIST = "/api/comments/"
@@ -28,15 +29,7 @@ POST = {"content_type": "comics.comicpage", "object_id": 10}
 @pytest.fixture
 def reads(monkeypatch) -> list[str]:
     """The lists whose counter row is read from now on."""
-    calls: list[str] = []
-    real = counters.ListStateReader.read
-
-    def counting(self, list_key):
-        calls.append(list_key)
-        return real(self, list_key)
-
-    monkeypatch.setattr(counters.ListStateReader, "read", counting)
-    return calls
+    return calls_of(monkeypatch, counters.ListStateReader, "read")
 
 
 @pytest.fixture
@@ -78,6 +71,16 @@ def remembered(app, client, url: str = PAGE) -> None:
     client.get(url)
     listening(app, client, url)
     client.get(url)
+
+
+def served(made, trust: str = "3600"):
+    """An app with the community loaded, trusting states for ``trust`` seconds, and a
+    client whose PAGE the lane remembers, its state read while the listener listens."""
+    app = made(COMMENTSVC_LIST_TRUST_SECONDS=trust)
+    Community(app)
+    client = app.test_client()
+    remembered(app, client)
+    return app, client
 
 
 def count_of(client, url: str = PAGE) -> int:
@@ -127,10 +130,7 @@ def test_each_write_answered_is_seen_by_the_next_read(made, reads, postgres_url)
 def test_a_write_of_another_process_on_this_machine_is_seen_at_once(made, reads, postgres_url):
     """The writer's process changes the machine's shared word before it answers; this
     one sees it without any notification."""
-    app = made(COMMENTSVC_LIST_TRUST_SECONDS="3600")
-    Community(app)
-    client = app.test_client()
-    remembered(app, client)
+    app, client = served(made)
     before = node_writes.for_url(sa.engine.make_url(postgres_url)).value()
     subprocess.run([sys.executable, "-c", (
         "import sqlalchemy as sa, sys\n"
@@ -146,10 +146,7 @@ def test_a_write_of_another_process_on_this_machine_is_seen_at_once(made, reads,
 def test_a_write_from_elsewhere_is_heard(made, reads, monkeypatch):
     """A write this machine's shared word does not hear of (another machine's) reaches
     the process as the database's notification, long before the trust runs out."""
-    app = made(COMMENTSVC_LIST_TRUST_SECONDS="3600")
-    Community(app)
-    client = app.test_client()
-    remembered(app, client)
+    app, client = served(made)
     count = count_of(client)
     monkeypatch.setattr(node_writes.NodeWrites, "changed", lambda self: None)
     with app.app_context(), engine.writing(engine.get_engine()) as conn:
@@ -190,10 +187,7 @@ def test_the_trigger_notifies_each_changed_list_at_commit(made, postgres_url):
 
 
 def test_every_list_may_have_changed_after_a_truncation(made, reads):
-    app = made(COMMENTSVC_LIST_TRUST_SECONDS="3600")
-    Community(app)
-    client = app.test_client()
-    remembered(app, client)
+    app, client = served(made)
     with app.app_context(), engine.get_engine().begin() as conn:
         conn.exec_driver_sql("TRUNCATE commentsvc_list_count")
     deadline = time.monotonic() + 5
@@ -221,10 +215,7 @@ def backend_of_listener(postgres_url: str) -> int:
 
 
 def test_while_not_listening_every_answer_reads_the_counter(made, reads, monkeypatch):
-    app = made(COMMENTSVC_LIST_TRUST_SECONDS="3600")
-    Community(app)
-    client = app.test_client()
-    remembered(app, client)
+    app, client = served(made)
     versions = versions_of(app)
     count = count_of(client)
     monkeypatch.setattr(node_writes.NodeWrites, "changed", lambda self: None)
@@ -243,8 +234,7 @@ def test_while_not_listening_every_answer_reads_the_counter(made, reads, monkeyp
         client.get(PAGE)
     assert len(reads) == 3
     monkeypatch.undo()  # the listener may listen again: then the states are used again
-    monkeypatch.setattr(counters.ListStateReader, "read", lambda self, key: reads.append(
-        key) or real_read(self, key))
+    reads = calls_of(monkeypatch, counters.ListStateReader, "read")
     listening(app, client)
     client.get(PAGE)
     reads.clear()
@@ -252,15 +242,9 @@ def test_while_not_listening_every_answer_reads_the_counter(made, reads, monkeyp
     assert reads == []
 
 
-real_read = counters.ListStateReader.read
-
-
 def test_a_forked_child_listens_on_its_own_and_leaves_the_parents_connection(
         made, reads, postgres_url):
-    app = made(COMMENTSVC_LIST_TRUST_SECONDS="3600")
-    Community(app)
-    client = app.test_client()
-    remembered(app, client)
+    app, client = served(made)
     versions = versions_of(app)
     parents = backend_of_listener(postgres_url)
     child = os.fork()
@@ -300,10 +284,7 @@ def test_without_the_triggers_every_answer_reads_the_counter(made, reads, caplog
 
 
 def test_a_state_is_used_for_the_trust_seconds_at_most(made, reads):
-    app = made(COMMENTSVC_LIST_TRUST_SECONDS="0.3")
-    Community(app)
-    client = app.test_client()
-    remembered(app, client)
+    app, client = served(made, trust="0.3")
     reads.clear()
     client.get(PAGE)
     assert reads == []
