@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -342,3 +343,18 @@ def test_init_db_creates_missing_triggers_and_leaves_present_ones_be(made):
             "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND relation = "
             "'commentsvc_list_count'::regclass").scalar()
         assert held == 0
+
+
+def test_a_child_forked_while_the_word_was_being_changed_can_change_it():
+    url = sa.engine.make_url("postgresql://nobody@localhost/commentsvc_forked_word")
+    word = node_writes.for_url(url)
+    word.changed()
+    with word._lock:  # another thread was changing it when the process forked
+        child = os.fork()
+        if child == 0:  # pragma: no cover - judged by its exit status
+            signal.alarm(5)  # a lock never let go would hang it: SIGALRM ends it
+            word.changed()
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    node_writes.file_for(url).unlink()
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -48,6 +48,12 @@ class NodeWrites:
         self._pid = 0
         self._words: memoryview | None = None
         self._next = 0
+        # A lock another thread held at fork() would never be let go in the child (these
+        # objects live as long as their process).
+        os.register_at_fork(after_in_child=self._new_lock)
+
+    def _new_lock(self) -> None:
+        self._lock = threading.Lock()
 
     def value(self) -> int:
         """The word now."""
