@@ -10,12 +10,12 @@ Accept, as sent):
 
 * **A request asked for again** (the first time Flask, or this layer, builds and caches
   the page, the second time it is found cached, and only then is the request
-  remembered) is answered
-  from what the answer was made of: the list's counter row read (on the engine a Flask
-  read would take; not read again while the list is known unchanged,
-  storage.list_versions) and its tag computed as web.conditional does; an If-None-Match naming
-  the tag gets the 304 Flask sent, any other request the body the cache holds under the
-  tag, or the page built here when the cache holds none (after a write).
+  remembered) is answered from what the answer was made of: the list's counter row read
+  (on the engine a Flask read would take; not read again while the list is known
+  unchanged, storage.list_versions) and its tag computed as web.conditional does; an
+  If-None-Match naming the tag gets the 304 Flask sent, any other request the body the
+  cache holds under the tag, or the page built here when the cache holds none (after a
+  write).
 * **Another page of a list** (the same request but for its ``page`` number: its shape,
   web.page_shapes) is built here once Flask answered a 200 of that shape, as Flask builds
   it: one statement reads the page and the list's state (web.reads.read_page), the body
