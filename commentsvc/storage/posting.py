@@ -188,12 +188,12 @@ def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewCo
     if conn.dialect.name == "postgresql":
         prepared.run(conn, q.WRITE_BATCH, {**_arrays(rows), **_arrays(grown), **_arrays(
             [{**event, "event_comment_id": event["comment_id"]} for event in events],
-            skip={"comment_id"})})
+            skip={"comment_id"}), "first_version": store.first_version()})
     else:
         for row in rows:
             conn.execute(q.INSERT_COMMENT, row)
         for grow in grown:
-            conn.execute(q.GROW_LIST, grow)
+            conn.execute(q.GROW_LIST, {**grow, "first_version": store.first_version()})
         outbox.insert_rows(conn, events)
     return made
 

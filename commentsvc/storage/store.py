@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -127,7 +128,14 @@ def renumber(conn: Connection) -> None:
 
 def recount(conn: Connection) -> None:
     """Recompute every list count (positions already exact, as after a numbered load)."""
-    conn.execute(positions.RECOUNT_ALL)
+    conn.execute(positions.RECOUNT_ALL, {"first_version": first_version()})
+
+
+def first_version() -> int:
+    """The version a list new to the counter table starts at: the time in microseconds,
+    so that a list whose row was dropped, emptied or loaded again never has a version
+    (and with its size, an ETag, and a page cached under it) it had before."""
+    return time.time_ns() // 1000
 
 
 @dataclass(frozen=True)
@@ -178,7 +186,8 @@ def add_comment(conn: Connection, new: NewComment) -> int:
                              (date_added, comment_id))
     conn.execute(positions.INSERT_COMMENT, row)
     for comments in lists_of(new.content_type, new.object_id):
-        conn.execute(positions.COUNT_ONE_MORE, {"list_key": comments.key})
+        conn.execute(positions.COUNT_ONE_MORE, {"list_key": comments.key,
+                                                "first_version": first_version()})
     return comment_id
 
 

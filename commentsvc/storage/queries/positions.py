@@ -30,11 +30,12 @@ RENUMBER_ALL = text("""
 """)
 
 # Count every non-empty list, bumping the version of each list whose size changed; keys as
-# built by rules.comment_lists.list_key (full scan, bulk only). "WHERE TRUE" lets SQLite
-# parse the upsert after a SELECT.
+# built by rules.comment_lists.list_key (full scan, bulk only). A list new to the table
+# starts at :first_version (store.first_version). "WHERE TRUE" lets SQLite parse the
+# upsert after a SELECT.
 RECOUNT_ALL = text("""
     INSERT INTO commentsvc_list_count (list_key, n, version)
-    SELECT list_key, n, 1 FROM (
+    SELECT list_key, n, :first_version FROM (
         SELECT 'site' AS list_key, COUNT(*) AS n FROM commentsvc_comment HAVING COUNT(*) > 0
         UNION ALL
         SELECT 'kind:' || content_type, COUNT(*)
@@ -51,7 +52,8 @@ RECOUNT_ALL = text("""
 
 # One more comment in a list: its size and version go up (primary key of the counter).
 COUNT_ONE_MORE = text("""
-    INSERT INTO commentsvc_list_count (list_key, n, version) VALUES (:list_key, 1, 1)
+    INSERT INTO commentsvc_list_count (list_key, n, version)
+    VALUES (:list_key, 1, :first_version)
     ON CONFLICT (list_key) DO UPDATE
     SET n = commentsvc_list_count.n + 1, version = commentsvc_list_count.version + 1
 """)

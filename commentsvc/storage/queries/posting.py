@@ -76,7 +76,8 @@ INSERT_COMMENT = text(f"""
 
 # A list that gained comments: its size and version go up (primary key).
 GROW_LIST = text("""
-    INSERT INTO commentsvc_list_count (list_key, n, version) VALUES (:list_key, :added, 1)
+    INSERT INTO commentsvc_list_count (list_key, n, version)
+    VALUES (:list_key, :added, :first_version)
     ON CONFLICT (list_key) DO UPDATE
     SET n = commentsvc_list_count.n + excluded.n, version = commentsvc_list_count.version + 1
 """)
@@ -102,7 +103,8 @@ WRITE_BATCH = Prepared("commentsvc_write_batch", f"""
                    is_anonymous, site_pos, kind_pos, target_pos, shown, shown_key)
     ), lists AS (
         INSERT INTO commentsvc_list_count (list_key, n, version)
-        SELECT list_key, added, 1 FROM unnest(:list_key, :added) AS v (list_key, added)
+        SELECT list_key, added, :first_version
+        FROM unnest(:list_key, :added) AS v (list_key, added)
         ON CONFLICT (list_key) DO UPDATE
         SET n = commentsvc_list_count.n + excluded.n,
             version = commentsvc_list_count.version + 1
@@ -118,4 +120,4 @@ WRITE_BATCH = Prepared("commentsvc_write_batch", f"""
       "kind_pos": "bigint[]", "target_pos": "bigint[]", "shown": "text[]",
       "shown_key": "varchar(32)[]", "list_key": "varchar(200)[]", "added": "bigint[]",
       "uid": "varchar(36)[]", "event_type": "varchar(40)[]", "event_comment_id": "bigint[]",
-      "created": "timestamp[]", "payload": "text[]"})
+      "created": "timestamp[]", "payload": "text[]", "first_version": "bigint"})
