@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 import hypothesis_profiles  # noqa: F401  (registers and loads the profiles)
 from app import create_app
-from commentsvc.storage import engine, store
+from commentsvc.storage import engine, node_writes, store
 from commentsvc.storage.database_urls import normalise_url
 
 ADMIN_URL = normalise_url(os.environ.get("COMMENTSVC_TEST_POSTGRES_URL",
@@ -45,12 +45,15 @@ def own_database(prefix: str) -> Iterator[str]:
         if REQUIRE_POSTGRES:
             pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
         pytest.skip(f"no PostgreSQL server: {exc}")
+    url = admin.url.set(database=name).render_as_string(hide_password=False)
     try:
-        yield admin.url.set(database=name).render_as_string(hide_password=False)
+        yield url
     finally:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+        # the database's shared word (storage.node_writes), left by the apps that wrote
+        node_writes.file_for(sa.engine.make_url(normalise_url(url))).unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
