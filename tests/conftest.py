@@ -80,9 +80,9 @@ def make_app(database_url: str, **config):
     return app
 
 
-@pytest.fixture
-def app_factory(database_url):
-    """Makes test apps on this test's database with extra config; closes their pools after."""
+def apps_on(database_url: str):
+    """Makes test apps on ``database_url`` with extra config while the generator runs;
+    closes their pools after."""
     made = []
 
     def factory(**config):
@@ -93,6 +93,18 @@ def app_factory(database_url):
     for app in made:
         with app.app_context():
             engine.get_engine().dispose()
+
+
+@pytest.fixture
+def app_factory(database_url):
+    """Makes test apps on this test's database with extra config; closes their pools after."""
+    yield from apps_on(database_url)
+
+
+@pytest.fixture
+def pg_app_factory(postgres_url):
+    """The same, on the session's PostgreSQL database only."""
+    yield from apps_on(postgres_url)
 
 
 @pytest.fixture

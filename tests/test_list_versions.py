@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from commentsvc.storage import counters, engine, node_writes, store
 from commentsvc.storage.list_versions import ListVersions
 from commentsvc.web import current
-from conftest import ADMIN_URL, Community, make_app
+from conftest import ADMIN_URL, Community
 from helpers import calls_of
 
 PAGE = "/api/comments/?content_type=comics.comicpage&object_id=10"
@@ -34,18 +34,9 @@ def reads(monkeypatch) -> list[str]:
 
 
 @pytest.fixture
-def made(postgres_url):
+def made(pg_app_factory):
     """Makes apps on the session's PostgreSQL database; their pools closed after."""
-    apps = []
-
-    def factory(**config):
-        apps.append(make_app(postgres_url, **config))
-        return apps[-1]
-
-    yield factory
-    for app in apps:
-        with app.app_context():
-            engine.get_engine().dispose()
+    return pg_app_factory
 
 
 def versions_of(app) -> ListVersions:

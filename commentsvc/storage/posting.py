@@ -192,8 +192,9 @@ def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewCo
     else:
         for row in rows:
             conn.execute(q.INSERT_COMMENT, row)
+        first_version = store.first_version()
         for grow in grown:
-            conn.execute(q.GROW_LIST, {**grow, "first_version": store.first_version()})
+            conn.execute(q.GROW_LIST, {**grow, "first_version": first_version})
         outbox.insert_rows(conn, events)
     return made
 

@@ -185,9 +185,10 @@ def add_comment(conn: Connection, new: NewComment) -> int:
         row[column] = _place(conn, column, count(conn, comments), scope,
                              (date_added, comment_id))
     conn.execute(positions.INSERT_COMMENT, row)
+    started = first_version()
     for comments in lists_of(new.content_type, new.object_id):
         conn.execute(positions.COUNT_ONE_MORE, {"list_key": comments.key,
-                                                "first_version": first_version()})
+                                                "first_version": started})
     return comment_id
 
 

@@ -59,9 +59,4 @@ DROP_FUNCTION = "DROP FUNCTION IF EXISTS commentsvc_list_changed()"
 # added has none, and then no process may rely on hearing of changes).
 LISTEN = f"LISTEN {CHANNEL}"
 NAME_LISTENER = "SET application_name = 'commentsvc list changes'"
-TRIGGERS_ENABLED = """
-    SELECT count(*) FROM pg_trigger
-    WHERE tgrelid = to_regclass('commentsvc_list_count')
-      AND tgname IN ('commentsvc_list_count_changed', 'commentsvc_list_count_emptied')
-      AND tgenabled IN ('O', 'A')
-"""
+TRIGGERS_ENABLED = TRIGGERS_PRESENT + "  AND tgenabled IN ('O', 'A')\n"
