@@ -21,9 +21,13 @@ each case over the bare view, and the last page over page 1 wherever both are me
 ``--before DIR`` serves another checkout (an earlier commit) too, and measures its page 1,
 page 1 revalidated and random pages the same way in the same run, as "before: ...".
 ``--charts DIR`` draws req/s by case and latency by page depth as PNGs (bench/charts.py).
+``--prewarm`` reads the database's tables and indexes into the machine's memory first
+(PostgreSQL's pg_prewarm, the extension created if missing), as a server that has run a
+while holds them: on a database larger than what the machine has cached, the first rounds
+of random pages otherwise measure the disk, and each round finds more in memory.
 
 The load comes from wrk when it is installed, else from a small Python client; both run on
-loopback for a bounded time. Nothing is written to the database.
+loopback for a bounded time. Nothing is written to the database (but the extension).
 """
 
 from __future__ import annotations
@@ -232,6 +236,30 @@ def target_lists(targets: list[tuple[str, int]]) -> tuple[str, ...]:
     return tuple(f"{PATH}?content_type={quote(kind)}&object_id={oid}" for kind, oid in targets)
 
 
+# Every table, index and TOAST table of the database but the system catalogs, each read
+# into the operating system's cache ('read': PostgreSQL's shared buffers are left as the
+# load fills them); the blocks read of each.
+PREWARM = """
+    SELECT c.oid::regclass::text AS relation, pg_prewarm(c.oid, 'read') AS blocks
+    FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'i', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+    ORDER BY relation
+"""
+
+
+def prewarm(database_url: str) -> dict[str, int]:
+    """Read the database's relations into the machine's memory (``--prewarm``): the blocks
+    read of each relation."""
+    engine = sa.create_engine(normalise_url(database_url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS pg_prewarm"))
+        with engine.connect() as conn:
+            return {relation: blocks for relation, blocks in conn.execute(sa.text(PREWARM))}
+    finally:
+        engine.dispose()
+
+
 def depths(num_pages: int) -> list[str]:
     """Page 1, 10, 100, ... below the last page, and the last."""
     shown, page = [], 1
@@ -280,11 +308,19 @@ def main() -> int:
     parser.add_argument("--charts", help="draw the charts (PNG) into this folder")
     parser.add_argument("--charts-label", default="",
                         help="what the charts' titles and file names say of the data")
+    parser.add_argument("--prewarm", action="store_true",
+                        help="read the database's tables and indexes into memory first")
     args = parser.parse_args()
     database_url = os.environ.get("DATABASE_URL")
     if not database_url:
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
         return 2
+    prewarmed = None
+    if args.prewarm:
+        started = time.perf_counter()
+        prewarmed = {"blocks": sum(prewarm(database_url).values()),
+                     "seconds": round(time.perf_counter() - started, 1)}
+        print(f"prewarmed {prewarmed['blocks']:,} blocks in {prewarmed['seconds']} s")
 
     runs: dict[str, list[dict]] = {}
     ratio_runs: dict[str, list[float]] = {}
@@ -343,7 +379,8 @@ def main() -> int:
     ratios = {name: round(statistics.median(values), 3) for name, values in ratio_runs.items()}
     report = {"workers": args.workers, "worker_class": args.worker_class,
               "threads": args.threads, "connections": args.connections,
-              "duration_s": args.duration, "rounds": args.rounds, "body_bytes": body_bytes,
+              "duration_s": args.duration, "rounds": args.rounds, "prewarmed": prewarmed,
+              "body_bytes": body_bytes,
               "targets": len(targets), "num_pages": num_pages, "cases": cases_report,
               "ratios": ratios, "ratios_by_round": ratio_runs,
               "depth": {"duration_s": depth_seconds, "pages": by_depth}}

@@ -78,6 +78,17 @@ def test_the_long_tail_servers_take_turns_in_both_orders():
     assert long_tail.turns(["a"], 0) == []
 
 
+def test_prewarm_reads_every_table_and_index_of_the_service(pg_app):
+    Community(pg_app)
+    url = pg_app.config["COMMENTSVC_DATABASE_URL"]
+    blocks = http_bench.prewarm(url)
+    assert {"commentsvc_comment", "commentsvc_comment_site_pos", "commentsvc_user",
+            "commentsvc_user_pkey", "commentsvc_list_count"} <= set(blocks)
+    assert blocks["commentsvc_comment"] > 0 and blocks["commentsvc_comment_site_pos"] > 0
+    assert not any(name.startswith("pg_catalog.") for name in blocks)
+    assert http_bench.prewarm(url) == blocks  # the extension is there: read again alike
+
+
 def test_depths_are_powers_of_ten_below_the_last_page():
     assert http_bench.depths(12_345) == ["1", "10", "100", "1000", "10000", "last"]
     assert http_bench.depths(1) == ["last"]
