@@ -8,8 +8,9 @@ it creates two databases of its own, commentsvc_bench and commentsvc_bench_impor
 commentsvc_bench_replies for the reply test), dropping any left by an earlier run:
   1. seed: ``flask seed`` of N comments (the biggest target gets --hot-share of them);
   2. export the seeded data to NDJSON, then import that file into the second database;
-  3. sql_bench.py, http_bench.py and reply_bench.py against the data; http_bench draws
-     its charts into bench/results/ (http-<N>-rps.png, http-<N>-depth.png).
+  3. sql_bench.py, http_bench.py and reply_bench.py against the data; http_bench reads the
+     database into memory first (``--prewarm``) and draws its charts into bench/results/
+     (http-<N>-rps.png, http-<N>-depth.png).
 Wall time and peak memory of each load step come from the child process itself. Every
 figure lands in bench/results/<N>.json, and a Markdown summary is printed.
 """
@@ -113,7 +114,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as scratch:
         parts = {"sql": ["bench/sql_bench.py"],
-                 "http": ["bench/http_bench.py", "--duration", str(args.duration),
+                 "http": ["bench/http_bench.py", "--prewarm", "--duration", str(args.duration),
                           "--rounds", str(args.rounds), "--charts", str(results_dir),
                           "--charts-label", str(args.comments)]}
         for name, script in parts.items():
