@@ -1,0 +1,37 @@
+"""Upkeep after a bulk load: the loaded tables vacuumed and analysed before anyone reads.
+
+PostgreSQL marks a row's visibility on it (hint bits) the first time a query reads it after
+its transaction ended; until then every page of freshly loaded rows is dirtied by its first
+reader and written out again. Autovacuum does this in the background, slowly, and may be
+off. A seed or an import of millions of comments therefore ends by vacuuming what it
+loaded, so that the first readers of a random page pay no more than later ones (measured in
+BENCHMARKS.md, "Loaded tables vacuumed"). SQLite keeps no such marks: nothing to do there.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from sqlalchemy.engine import Engine
+
+from commentsvc.storage import deadline
+from commentsvc.storage.queries import loading as q
+
+
+def vacuum_loaded(engine: Engine) -> float | None:
+    """Vacuum and analyse the tables a seed or import fills (PostgreSQL): the seconds it
+    took, or None on SQLite. Its connection runs without the request timeouts (a vacuum of
+    ten million comments read from disk can take minutes) and is closed afterwards, so no
+    request ever gets a session without them."""
+    if engine.dialect.name != "postgresql":
+        return None
+    started = perf_counter()
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        try:
+            deadline.lift(conn)
+            for statement in q.SESSION_WITHOUT_TIMEOUTS:
+                conn.exec_driver_sql(statement)
+            conn.exec_driver_sql(q.VACUUM_LOADED)
+        finally:
+            conn.invalidate()
+    return perf_counter() - started
