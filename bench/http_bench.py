@@ -1,7 +1,8 @@
 """Requests per second and latency over HTTP, under gunicorn on loopback.
 
 In one run, each under the same gunicorn settings and load, the cases taking turns for
-``--rounds`` rounds (medians reported, each round's figures kept):
+``--rounds`` rounds, every other round in the reverse order (medians reported, each
+round's figures kept):
   * a bare Flask view returning page 1's body as a fixed string (bench/bare_app.py), alone
     and with the one statement each of the service's paths runs (the ceilings: a cached
     page's counter read, a built page's one-statement read);
@@ -260,6 +261,11 @@ def prewarm(database_url: str) -> dict[str, int]:
         engine.dispose()
 
 
+def turns(names: list[str], rounds: int) -> list[list[str]]:
+    """The order of each round: as given, then reversed, and so on."""
+    return [names if n % 2 == 0 else names[::-1] for n in range(rounds)]
+
+
 def depths(num_pages: int) -> list[str]:
     """Page 1, 10, 100, ... below the last page, and the last."""
     shown, page = [], 1
@@ -363,10 +369,12 @@ def main() -> int:
 
         # The servers idle while another is measured; taking turns spreads any drift of
         # the machine over every case, and each round's ratios come from neighbouring runs.
-        for _ in range(args.rounds):
+        # Every other round runs the cases in the reverse order, so that no case always
+        # follows the same one (a page built after pages sent from the cache, say).
+        for order in turns(list(cases), args.rounds):
             rps = {}
-            for name, target in cases.items():
-                runs.setdefault(name, []).append(measure(target, args))
+            for name in order:
+                runs.setdefault(name, []).append(measure(cases[name], args))
                 rps[name] = runs[name][-1]["rps"]
             for name, value in round_ratios(rps).items():
                 ratio_runs.setdefault(name, []).append(value)

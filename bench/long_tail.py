@@ -32,12 +32,8 @@ from bench.http_bench import (  # noqa: E402
     load_wrk,
     target_lists,
     targets_of,
+    turns,
 )
-
-
-def turns(names: list[str], rounds: int) -> list[list[str]]:
-    """The order of each round: as given, then reversed, and so on."""
-    return [names if n % 2 == 0 else names[::-1] for n in range(rounds)]
 
 
 def main() -> int:
