@@ -9,6 +9,11 @@ server's execution time under EXPLAIN ANALYZE, and the round trip as the client 
 baselines show what the usual ways cost on the same data: COUNT(*), ORDER BY ... OFFSET
 and count(*) OVER () beside the slice.
 
+Random pages: ``--random N`` (default 300) pages of the whole site's list drawn with a fixed
+seed, each read once, as the long tail reads them: the medians of server time and of
+blocks read from outside PostgreSQL's shared buffers, and the blocks the reads dirtied (a
+freshly loaded table's pages are dirtied by their first reader until a vacuum has passed).
+
     DATABASE_URL=postgresql://... python bench/sql_bench.py [--json FILE]
 
 Nothing is written to the database.
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -122,6 +128,27 @@ def page_case(conn: Connection, comments: CommentList, page_name: str) -> dict |
     }
 
 
+def random_pages(conn: Connection, count: int, pages: int, seed: int = 7) -> dict:
+    """Server time, blocks read and blocks dirtied of ``pages`` random pages of the whole
+    site's list, each read once (EXPLAIN ANALYZE with BUFFERS of the service's statement)."""
+    rng = random.Random(seed)
+    last = pagination.num_pages(count, PAGE_SIZE)
+    execute = listing.EXECUTE_PAGE_READ["site"]
+    times, reads, dirtied = [], [], 0
+    for _ in range(pages):
+        read = page_read(CommentList(), rng.randint(1, last), DEFAULTS.render_display)
+        plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + execute,
+                                    read.values()).scalar_one()
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        times.append(plan[0]["Execution Time"])
+        reads.append(plan[0]["Plan"]["Shared Read Blocks"])
+        dirtied += plan[0]["Plan"]["Shared Dirtied Blocks"]
+    return {"pages": pages, "execution_ms_median": round(statistics.median(times), 3),
+            "execution_ms_p90": round(sorted(times)[int(len(times) * 0.9)], 3),
+            "blocks_read_median": statistics.median(reads), "blocks_dirtied": dirtied}
+
+
 def baselines(conn: Connection, count: int, slow_runs: int) -> list[dict]:
     """The usual ways on the whole site's list (slow ones run fewer times)."""
     results = []
@@ -153,6 +180,8 @@ def main() -> int:
     parser.add_argument("--no-baselines", action="store_true",
                         help="skip COUNT(*), OFFSET and count(*) OVER () (slow on big data)")
     parser.add_argument("--baseline-runs", type=int, default=3)
+    parser.add_argument("--random", type=int, default=300,
+                        help="random pages of the whole site's list, each read once")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgresql"):
@@ -168,15 +197,22 @@ def main() -> int:
                  for c in lists}
         cases = [case for comments in lists for name in PAGES
                  if (case := page_case(conn, comments, name)) is not None]
+        scattered = random_pages(conn, sizes["site"], args.random) if args.random else None
         extra = [] if args.no_baselines else baselines(conn, sizes["site"], args.baseline_runs)
     report = {"sizes": sizes, "page_size": PAGE_SIZE, "runs": RUNS, "cases": cases,
-              "baselines": extra}
+              "random_pages": scattered, "baselines": extra}
     print(f"{'list':<32} {'page':>6} {'rows':>4} {'replies':>7} {'stored':>6} "
           f"{'plan ms':>8} {'exec ms':>8} {'trip ms':>8}")
     for case in cases:
         print(f"{case['list']:<32} {case['page']:>6} {case['rows']:>4} {case['replies']:>7} "
               f"{case['stored_renders_used']:>6} {case['planning_ms']:>8.3f} "
               f"{case['execution_ms']:>8.3f} {case['round_trip_ms']:>8.3f}")
+    if scattered:
+        print(f"{scattered['pages']} random pages of the site's list, each read once: server "
+              f"time {scattered['execution_ms_median']:.3f} ms median, "
+              f"{scattered['execution_ms_p90']:.3f} ms p90; blocks read from outside the "
+              f"shared buffers {scattered['blocks_read_median']} median; blocks dirtied "
+              f"{scattered['blocks_dirtied']}")
     for line in extra:
         print(f"baseline: {line['way']:<36} page {line['page']:>6}: "
               f"{line['execution_ms']:>10.2f} ms")

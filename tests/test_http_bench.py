@@ -24,6 +24,7 @@ from bench import (
     instructions,
     lock_hold,
     long_tail,
+    sql_bench,
     write_bench,
 )
 from commentsvc.storage import engine
@@ -87,6 +88,20 @@ def test_prewarm_reads_every_table_and_index_of_the_service(pg_app):
     assert blocks["commentsvc_comment"] > 0 and blocks["commentsvc_comment_site_pos"] > 0
     assert not any(name.startswith("pg_catalog.") for name in blocks)
     assert http_bench.prewarm(url) == blocks  # the extension is there: read again alike
+
+
+def test_the_sql_bench_reads_random_pages_once_each_and_counts_their_blocks(pg_app):
+    Community(pg_app)
+    with pg_app.app_context(), engine.get_engine().connect() as conn:
+        conn.exec_driver_sql(sql_bench.listing.PREPARE_PAGE_READS)
+        count = conn.exec_driver_sql(
+            "SELECT n FROM commentsvc_list_count WHERE list_key = 'site'").scalar_one()
+        conn.exec_driver_sql("CHECKPOINT")
+        found = sql_bench.random_pages(conn, count, 6)
+        conn.rollback()
+    assert found["pages"] == 6
+    assert 0 < found["execution_ms_median"] <= found["execution_ms_p90"]
+    assert found["blocks_read_median"] >= 0 and found["blocks_dirtied"] >= 0
 
 
 def test_depths_are_powers_of_ten_below_the_last_page():
