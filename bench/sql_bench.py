@@ -13,6 +13,7 @@ Random pages: ``--random N`` (default 300) pages of the whole site's list drawn 
 seed, each read once, as the long tail reads them: the medians of server time and of
 blocks read from outside PostgreSQL's shared buffers, and the blocks the reads dirtied (a
 freshly loaded table's pages are dirtied by their first reader until a vacuum has passed).
+``--prewarm`` reads the database into memory first, as bench/http_bench.py does.
 
     DATABASE_URL=postgresql://... python bench/sql_bench.py [--json FILE]
 
@@ -36,6 +37,7 @@ from sqlalchemy.engine import Connection
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.http_bench import prewarm  # noqa: E402
 from commentsvc.rules import pagination  # noqa: E402
 from commentsvc.rules.comment_lists import CommentList  # noqa: E402
 from commentsvc.settings import Settings  # noqa: E402
@@ -182,11 +184,17 @@ def main() -> int:
     parser.add_argument("--baseline-runs", type=int, default=3)
     parser.add_argument("--random", type=int, default=300,
                         help="random pages of the whole site's list, each read once")
+    parser.add_argument("--random-seed", type=int, default=7,
+                        help="which random pages (a page read twice is no longer fresh)")
+    parser.add_argument("--prewarm", action="store_true",
+                        help="read the database's tables and indexes into memory first")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgresql"):
         print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
         return 2
+    if args.prewarm:
+        prewarm(url)
     engine = sa.create_engine(normalise_url(url), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.exec_driver_sql(listing.PREPARE_PAGE_READS)
@@ -197,7 +205,8 @@ def main() -> int:
                  for c in lists}
         cases = [case for comments in lists for name in PAGES
                  if (case := page_case(conn, comments, name)) is not None]
-        scattered = random_pages(conn, sizes["site"], args.random) if args.random else None
+        scattered = (random_pages(conn, sizes["site"], args.random, args.random_seed)
+                     if args.random else None)
         extra = [] if args.no_baselines else baselines(conn, sizes["site"], args.baseline_runs)
     report = {"sizes": sizes, "page_size": PAGE_SIZE, "runs": RUNS, "cases": cases,
               "random_pages": scattered, "baselines": extra}

@@ -47,9 +47,8 @@ ANALYZE_COMMENTS = text("ANALYZE commentsvc_comment")
 
 # After a load has committed (PostgreSQL; storage.upkeep): every table a seed or import
 # fills, vacuumed and analysed. Rows loaded in bulk carry no hint bits yet, so whoever reads
-# a page of them first marks and dirties it, and the page has to be written out again:
-# random pages of a freshly loaded database cost readers two to three times as much until
-# then. Vacuum also sets the visibility map. Not in a transaction: no VACUUM can be.
+# a page of them first marks and dirties it, and the page has to be written out again.
+# Vacuum also sets the visibility map. Not in a transaction: no VACUUM can be.
 VACUUM_LOADED = """
     VACUUM (ANALYZE) commentsvc_user, commentsvc_comicpage, commentsvc_comment,
                      commentsvc_list_count
