@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from test_interchange import import_file, invoke
 
-from commentsvc.operations import cli
+from commentsvc.operations import load_commands
 from commentsvc.storage import engine, upkeep
 from conftest import sample_path
 
@@ -59,7 +59,7 @@ def test_a_failed_vacuum_is_said_and_the_load_stands(pg_app, monkeypatch):
     def gone(_engine):
         raise sa.exc.OperationalError("VACUUM", {}, Exception("server closed the connection"))
 
-    monkeypatch.setattr(cli.upkeep, "vacuum_loaded", gone)
+    monkeypatch.setattr(load_commands.upkeep, "vacuum_loaded", gone)
     result = invoke(pg_app.test_cli_runner(), ["seed", "--comments", "40", "--targets", "2"])
     assert result.exit_code == 0
     assert result.stdout.startswith("Seeded ")
