@@ -96,5 +96,4 @@ def _vacuum_loaded() -> None:
         upkeep.vacuum_loaded(_engine())
     except SQLAlchemyError as exc:
         click.echo(f"Loaded, but vacuuming the loaded tables failed ({exc.__class__.__name__}"
-                   "); reads are slower until autovacuum or VACUUM (ANALYZE) has passed.",
-                   err=True)
+                   "): run VACUUM (ANALYZE) on them, or leave it to autovacuum.", err=True)

@@ -4,9 +4,9 @@ PostgreSQL marks a row's visibility on it (hint bits) the first time a query rea
 its transaction ended; until a vacuum has passed, every page of freshly loaded rows is
 dirtied by its first reader and has to be written out again, and only the comment table
 has statistics. Autovacuum gets there in the background, throttled, and may be off. So a
-seed or an import ends by vacuuming and analysing what it loaded (BENCHMARKS.md, "Loaded
-tables vacuumed": 300 random pages of a freshly seeded million comments dirtied 2,344
-blocks, none once vacuumed). SQLite keeps no such marks: nothing to do there.
+seed or an import ends by vacuuming and analysing what it loaded (BENCHMARKS.md, "The
+database read into memory first": 300 random pages of a freshly seeded million comments
+dirtied 2,344 blocks, none once vacuumed). SQLite keeps no such marks: nothing to do there.
 """
 
 from __future__ import annotations
