@@ -21,9 +21,9 @@ from commentsvc.storage.queries import loading as q
 
 def vacuum_loaded(engine: Engine) -> float | None:
     """Vacuum and analyse the tables a seed or import fills (PostgreSQL): the seconds it
-    took, or None on SQLite. Its connection runs without the request timeouts (a vacuum of
-    ten million comments read from disk can take minutes) and is closed afterwards, so no
-    request ever gets a session without them."""
+    took, or None on SQLite. Its connection runs without the request timeouts (the vacuum
+    reads every page loaded, far longer than any request may take) and is closed
+    afterwards, so no request ever gets a session without them."""
     if engine.dialect.name != "postgresql":
         return None
     started = perf_counter()
