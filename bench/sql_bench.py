@@ -76,12 +76,18 @@ BASELINE_COUNT_OVER = """
 """
 
 
+def analysed(conn: Connection, sql: str, values: Any = None, buffers: bool = False) -> dict:
+    """One statement's EXPLAIN ANALYZE report (with BUFFERS: its blocks too), as JSON."""
+    options = "ANALYZE, BUFFERS, FORMAT JSON" if buffers else "ANALYZE, FORMAT JSON"
+    plan = conn.exec_driver_sql(f"EXPLAIN ({options}) " + sql, values).scalar_one()
+    found: dict = (json.loads(plan) if isinstance(plan, str) else plan)[0]
+    return found
+
+
 def explain(conn: Connection, sql: str, values: Any = None) -> tuple[float, float]:
     """(planning ms, execution ms) of one statement as EXPLAIN ANALYZE reports them."""
-    plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, values).scalar_one()
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return plan[0]["Planning Time"], plan[0]["Execution Time"]
+    plan = analysed(conn, sql, values)
+    return plan["Planning Time"], plan["Execution Time"]
 
 
 def median_of(conn: Connection, sql: str, values: Any = None,
@@ -139,13 +145,10 @@ def random_pages(conn: Connection, count: int, pages: int, seed: int = 7) -> dic
     times, reads, dirtied = [], [], 0
     for _ in range(pages):
         read = page_read(CommentList(), rng.randint(1, last), DEFAULTS.render_display)
-        plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + execute,
-                                    read.values()).scalar_one()
-        if isinstance(plan, str):
-            plan = json.loads(plan)
-        times.append(plan[0]["Execution Time"])
-        reads.append(plan[0]["Plan"]["Shared Read Blocks"])
-        dirtied += plan[0]["Plan"]["Shared Dirtied Blocks"]
+        plan = analysed(conn, execute, read.values(), buffers=True)
+        times.append(plan["Execution Time"])
+        reads.append(plan["Plan"]["Shared Read Blocks"])
+        dirtied += plan["Plan"]["Shared Dirtied Blocks"]
     return {"pages": pages, "execution_ms_median": round(statistics.median(times), 3),
             "execution_ms_p90": round(sorted(times)[int(len(times) * 0.9)], 3),
             "blocks_read_median": statistics.median(reads), "blocks_dirtied": dirtied}

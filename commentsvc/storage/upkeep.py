@@ -16,7 +16,7 @@ from time import perf_counter
 from sqlalchemy.engine import Engine
 
 from commentsvc.storage import deadline
-from commentsvc.storage.queries import loading as q
+from commentsvc.storage.queries import connections, loading
 
 
 def vacuum_loaded(engine: Engine) -> float | None:
@@ -30,9 +30,9 @@ def vacuum_loaded(engine: Engine) -> float | None:
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         try:
             deadline.lift(conn)
-            for statement in q.SESSION_WITHOUT_TIMEOUTS:
+            for statement in connections.LIFT_SESSION_TIMEOUTS:
                 conn.exec_driver_sql(statement)
-            conn.exec_driver_sql(q.VACUUM_LOADED)
+            conn.exec_driver_sql(loading.VACUUM_LOADED)
         finally:
             conn.invalidate()
     return perf_counter() - started

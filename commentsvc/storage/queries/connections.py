@@ -28,3 +28,9 @@ LIFT_TIMEOUTS = (
     "SET LOCAL idle_in_transaction_session_timeout = 0",
     "SET LOCAL lock_timeout = 0",
 )
+# The same for a whole session, where no transaction can hold them (a VACUUM after a load,
+# storage.upkeep, whose connection is closed afterwards).
+LIFT_SESSION_TIMEOUTS = (
+    "SET statement_timeout = 0",
+    "SET lock_timeout = 0",
+)

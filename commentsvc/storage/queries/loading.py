@@ -53,8 +53,3 @@ VACUUM_LOADED = """
     VACUUM (ANALYZE) commentsvc_user, commentsvc_comicpage, commentsvc_comment,
                      commentsvc_list_count
 """
-# The request timeouts lifted for that connection's session (it is closed afterwards).
-SESSION_WITHOUT_TIMEOUTS = (
-    "SET statement_timeout = 0",
-    "SET lock_timeout = 0",
-)
