@@ -17,7 +17,7 @@ freshly loaded table's pages are dirtied by their first reader until a vacuum ha
 
     DATABASE_URL=postgresql://... python bench/sql_bench.py [--json FILE]
 
-Nothing is written to the database.
+Nothing is written to the database (but the pg_prewarm extension, with ``--prewarm``).
 """
 
 from __future__ import annotations
