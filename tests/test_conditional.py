@@ -65,7 +65,6 @@ def test_a_new_comment_changes_the_tag_of_its_lists_only(app, client, sample):
 
 
 def test_display_settings_are_part_of_the_tag(app_factory, sample_records):
-
     utc = app_factory()
     insert_records(utc, sample_records)
     paris = app_factory(COMMENTSVC_TIME_ZONE="Europe/Paris", COMMENTSVC_CACHE_MAX_AGE=60)

@@ -13,16 +13,11 @@ from typing import IO
 
 import click
 from flask.cli import with_appcontext
-from sqlalchemy.engine import Engine
 
 from commentsvc.interchange import ndjson
 from commentsvc.operations import load_commands, progress, user_commands
 from commentsvc.operations.startup import StartupError
 from commentsvc.storage import engine, erasure
-
-
-def _engine() -> Engine:
-    return engine.get_engine()
 
 
 @click.command("init-db")
@@ -34,7 +29,7 @@ def init_db_command(drop: bool, yes: bool) -> None:
     deleted before deletion removed it."""
     if drop and not yes:
         _confirm_drop()
-    with _engine().begin() as conn:
+    with engine.get_engine().begin() as conn:
         engine.without_statement_timeout(conn)
         if drop:
             engine.drop_schema(conn)
@@ -69,7 +64,7 @@ def export_command(file: IO[str]) -> None:
     # The isolation level is set before the first statement, which begins the
     # transaction; set afterwards it would come too late for that transaction.
     started = time.monotonic()
-    with engine.snapshot(_engine()) as conn:
+    with engine.snapshot(engine.get_engine()) as conn:
         engine.without_statement_timeout(conn)
         total = ndjson.record_count(conn) if progress.on_terminal() else None
         written = 0

@@ -13,17 +13,12 @@ from typing import IO
 
 import click
 from flask.cli import with_appcontext
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from commentsvc.interchange import ndjson
 from commentsvc.operations import demo, progress
 from commentsvc.storage import engine, erasure, renders, upkeep
 from commentsvc.web import current
-
-
-def _engine() -> Engine:
-    return engine.get_engine()
 
 
 @click.command("import")
@@ -36,7 +31,7 @@ def import_command(file: IO[bytes], workers: int) -> None:
     """Load an NDJSON file (users, comic pages, comments): all of it, or nothing."""
     try:
         # The writer's lock: positions are renumbered, so no API write may interleave.
-        with engine.writing(_engine(), unlimited=True, bulk=True) as conn, \
+        with engine.writing(engine.get_engine(), unlimited=True, bulk=True) as conn, \
                 progress.bar(_size(file), f"Importing {file.name}") as advance:
             engine.create_schema(conn)
             erasure.blank_deleted(conn)  # stored rows must compare as the file's do
@@ -75,7 +70,7 @@ def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
                  if_empty: bool) -> None:
     """Generate realistic demo users, pages and comments, deterministically."""
     # Renumbers: API writers get 503 at once meanwhile (the bulk writers' flag).
-    with engine.writing(_engine(), unlimited=True, bulk=True) as conn:
+    with engine.writing(engine.get_engine(), unlimited=True, bulk=True) as conn:
         engine.create_schema(conn)
         if if_empty and demo.has_comments(conn):
             click.echo("Comments already exist; nothing seeded.")
@@ -93,7 +88,7 @@ def _vacuum_loaded() -> None:
     readers do not pay for it; silently, so that the command's summary stays its one line.
     A failure here loses nothing that was loaded: it is said, and the command succeeds."""
     try:
-        upkeep.vacuum_loaded(_engine())
+        upkeep.vacuum_loaded(engine.get_engine())
     except SQLAlchemyError as exc:
         click.echo(f"Loaded, but vacuuming the loaded tables failed ({exc.__class__.__name__}"
                    "): run VACUUM (ANALYZE) on them, or leave it to autovacuum.", err=True)

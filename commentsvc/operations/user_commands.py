@@ -10,14 +10,9 @@ import sys
 
 import click
 from flask.cli import with_appcontext
-from sqlalchemy.engine import Engine
 
 from commentsvc.storage import engine, erasure, renders
 from commentsvc.web import auth, current, idempotency
-
-
-def _engine() -> Engine:
-    return engine.get_engine()
 
 
 @click.command("create-token")
@@ -26,7 +21,7 @@ def _engine() -> Engine:
 def create_token_command(user_id: int) -> None:
     """Make a sign-in key for a user and print it (only here: the service keeps a digest)."""
     try:
-        with engine.writing(_engine()) as conn:
+        with engine.writing(engine.get_engine()) as conn:
             key = auth.create_token(conn, user_id)
     except auth.UnknownUser:
         click.echo(f"No user has id {user_id}.", err=True)
@@ -39,7 +34,7 @@ def create_token_command(user_id: int) -> None:
 @click.argument("key")
 def revoke_token_command(key: str) -> None:
     """Withdraw a sign-in key: requests with it get 401 from now on."""
-    with engine.writing(_engine()) as conn:
+    with engine.writing(engine.get_engine()) as conn:
         revoked = auth.revoke_token(conn, key)
     if not revoked:
         click.echo("No such key.", err=True)
@@ -53,7 +48,7 @@ def revoke_token_command(key: str) -> None:
 @click.option("--remove", is_flag=True, help="Take staff away instead.")
 def staff_command(user_id: int, remove: bool) -> None:
     """Make a user staff (may delete any comment, mark comic page comments read)."""
-    with engine.writing(_engine()) as conn:
+    with engine.writing(engine.get_engine()) as conn:
         found = auth.set_staff(conn, user_id, not remove)
     if not found:
         click.echo(f"No user has id {user_id}.", err=True)
@@ -67,7 +62,7 @@ def staff_command(user_id: int, remove: bool) -> None:
 def erase_user_command(user_id: int) -> None:
     """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
     their sign-in keys. List positions and replies stay."""
-    with engine.writing(_engine(), unlimited=True) as conn:
+    with engine.writing(engine.get_engine(), unlimited=True) as conn:
         erased = erasure.erase_user(
             conn, user_id, renders.for_settings(current.service().settings).save_author)
     if erased is None:
@@ -82,7 +77,7 @@ def purge_idempotency_keys_command() -> None:
     """Delete idempotency keys older than IDEMPOTENCY_RETENTION_HOURS (in batches, each
     its own transaction, so API writes never wait long)."""
     hours = current.service().settings.idempotency_retention_hours
-    deleted = idempotency.purge(_engine(), hours, batch=None)
+    deleted = idempotency.purge(engine.get_engine(), hours, batch=None)
     click.echo(f"Purged {deleted} idempotency key{'s' if deleted != 1 else ''} "
                f"older than {hours:g} h.")
 
@@ -98,9 +93,9 @@ def rerender_command(user_id: int | None) -> None:
     never served), only slower. In batches, each its own transaction."""
     renderer = renders.for_settings(current.service().settings)
     if user_id is None:
-        done = renderer.save_stale(_engine())
+        done = renderer.save_stale(engine.get_engine())
     else:
-        with engine.writing(_engine(), unlimited=True) as conn:
+        with engine.writing(engine.get_engine(), unlimited=True) as conn:
             done = renderer.save_author(conn, user_id)
     click.echo(f"Rendered {done} comment{'s' if done != 1 else ''}.")
 
