@@ -63,9 +63,12 @@ CREATE INDEX IF NOT EXISTS commentsvc_comment_kind_pos
 CREATE INDEX IF NOT EXISTS commentsvc_comment_target_pos
     ON commentsvc_comment (object_id, content_type, target_pos);
 
--- A page's replies in one query, already in list order.
-CREATE INDEX IF NOT EXISTS commentsvc_comment_replies
-    ON commentsvc_comment (parent_id, date_added, id);
+-- A page's replies in one query, already in list order. Replies only: a root has no
+-- parent to be found by, and most comments are roots (a smaller index, and a root
+-- written without it). It replaced commentsvc_comment_replies, which held every comment
+-- (queries.schema.REPLACED_INDEXES).
+CREATE INDEX IF NOT EXISTS commentsvc_comment_reply_threads
+    ON commentsvc_comment (parent_id, date_added, id) WHERE parent_id IS NOT NULL;
 
 -- The size of every non-empty list, keyed by commentsvc.rules.comment_lists.list_key(), and a version
 -- bumped by every write that changes what the list shows (for ETags).

@@ -311,13 +311,15 @@ def schema_statements() -> list[str]:
 
 
 def create_schema(conn: Connection) -> None:
-    """Create every table and index that does not exist yet; safe to run again. Never a
-    request's work: the request timeouts are lifted for the rest of the transaction (the
-    inspection of the columns pauses between its statements, on a busy machine for longer
-    than the idle-in-transaction allowance)."""
+    """Create every table and index that does not exist yet, and drop the indexes they
+    replaced; safe to run again. Never a request's work: the request timeouts are lifted
+    for the rest of the transaction (the inspection of the columns pauses between its
+    statements, on a busy machine for longer than the idle-in-transaction allowance)."""
     without_statement_timeout(conn)
     for statement in schema_statements():
         conn.exec_driver_sql(statement.rstrip(";"))
+    for statement in schema.REPLACED_INDEXES:  # after their replacements are built
+        conn.exec_driver_sql(statement)
     _add_missing_columns(conn)
     if conn.dialect.name == "postgresql" and conn.exec_driver_sql(
             list_versions.TRIGGERS_PRESENT).scalar() != 2:  # storage.list_versions

@@ -110,7 +110,8 @@ COMMENT_DATES = text("""
     SELECT id, date_added FROM commentsvc_comment WHERE id IN :ids
 """).bindparams(bindparam("ids", expanding=True)).columns(date_added=DateTime())
 
-# The replies of a page's roots, each thread newest first (index commentsvc_comment_replies).
+# The replies of a page's roots, each thread newest first (index
+# commentsvc_comment_reply_threads).
 REPLIES = text("""
     SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read
@@ -136,7 +137,7 @@ REPLIES_CAPPED_POSTGRESQL = text("""
 """).columns(**_ROW_TYPES)
 
 # At most :cap newest replies of each root, SQLite (no LATERAL): ranked by a window function
-# over the roots' replies (index commentsvc_comment_replies).
+# over the roots' replies (index commentsvc_comment_reply_threads).
 REPLIES_CAPPED_SQLITE = text("""
     SELECT c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read

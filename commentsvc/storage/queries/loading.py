@@ -10,7 +10,7 @@ SECONDARY_INDEXES = (
     "commentsvc_comment_site_pos",
     "commentsvc_comment_kind_pos",
     "commentsvc_comment_target_pos",
-    "commentsvc_comment_replies",
+    "commentsvc_comment_reply_threads",
 )
 
 # The comment table's foreign keys (PostgreSQL only: SQLite cannot drop a constraint).

@@ -1,5 +1,5 @@
 """DDL beyond schema.sql, which defines every table and index: the columns added since a
-table was first created, and dropping the service's tables."""
+table was first created, the indexes replaced since, and dropping the service's tables."""
 
 from __future__ import annotations
 
@@ -18,6 +18,14 @@ ADD_LATER_COLUMNS = {
         ALTER TABLE commentsvc_comment ADD COLUMN shown_key VARCHAR(32)
     """,
 }
+
+# Indexes that schema.sql no longer defines, each replaced by one it does: init-db drops
+# them once their replacement is built (in the same transaction, so a reader always has
+# one of the two). No rows.
+REPLACED_INDEXES = (
+    # by commentsvc_comment_reply_threads, which leaves the roots out
+    "DROP INDEX IF EXISTS commentsvc_comment_replies",
+)
 
 # The service's tables, each before the tables it points at (tests and init-db --drop);
 # the host's tables are untouched. No rows.
