@@ -17,7 +17,7 @@ from flask.cli import with_appcontext
 from commentsvc.interchange import ndjson
 from commentsvc.operations import load_commands, progress, user_commands
 from commentsvc.operations.startup import StartupError
-from commentsvc.storage import engine, erasure
+from commentsvc.storage import engine, erasure, upkeep
 
 
 @click.command("init-db")
@@ -25,10 +25,14 @@ from commentsvc.storage import engine, erasure
 @click.option("--drop", is_flag=True, help="Drop the service's tables first (loses data).")
 @click.option("--yes", is_flag=True, help="Drop without asking (--drop on no terminal).")
 def init_db_command(drop: bool, yes: bool) -> None:
-    """Create the tables and indexes that do not exist yet; blank the text of comments
-    deleted before deletion removed it."""
+    """Create the tables and indexes that do not exist yet (an index that replaced an older
+    one is built without holding writes, then the older one dropped); blank the text of
+    comments deleted before deletion removed it."""
     if drop and not yes:
         _confirm_drop()
+    if not drop:  # before the transaction below, which would build them holding writes
+        for old, new in upkeep.replace_indexes(engine.get_engine()):
+            click.echo(f"Built the index {new} and dropped {old}, which it replaces.")
     with engine.get_engine().begin() as conn:
         engine.without_statement_timeout(conn)
         if drop:

@@ -318,7 +318,7 @@ def create_schema(conn: Connection) -> None:
     without_statement_timeout(conn)
     for statement in schema_statements():
         conn.exec_driver_sql(statement.rstrip(";"))
-    for statement in schema.REPLACED_INDEXES:  # after their replacements are built
+    for statement in schema.DROP_REPLACED_INDEXES:  # after their replacements are built
         conn.exec_driver_sql(statement)
     _add_missing_columns(conn)
     if conn.dialect.name == "postgresql" and conn.exec_driver_sql(

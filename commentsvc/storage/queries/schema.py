@@ -3,6 +3,8 @@ table was first created, the indexes replaced since, and dropping the service's 
 
 from __future__ import annotations
 
+from sqlalchemy import text
+
 # Columns added after a table was first created, by (table, column), each with the
 # statement that adds it: an older database gets them from init-db (CREATE TABLE IF NOT
 # EXISTS leaves it as it was). No rows; rewrites nothing but the catalog (a constant
@@ -19,13 +21,29 @@ ADD_LATER_COLUMNS = {
     """,
 }
 
-# Indexes that schema.sql no longer defines, each replaced by one it does: init-db drops
-# them once their replacement is built (in the same transaction, so a reader always has
-# one of the two). No rows.
-REPLACED_INDEXES = (
-    # by commentsvc_comment_reply_threads, which leaves the roots out
-    "DROP INDEX IF EXISTS commentsvc_comment_replies",
-)
+# Indexes that schema.sql no longer defines, by name, each with the one that replaced it
+# and that one's statement from schema.sql, built without holding writes (CONCURRENTLY).
+# On PostgreSQL init-db builds the new index so where the old one is still there, then
+# drops the old one likewise (storage.upkeep.replace_indexes); create_schema drops what is
+# left of them in its transaction, after schema.sql has built their replacements (SQLite,
+# or a command run before init-db).
+REPLACED_INDEXES = {
+    "commentsvc_comment_replies": (
+        "commentsvc_comment_reply_threads",
+        """CREATE INDEX CONCURRENTLY commentsvc_comment_reply_threads
+           ON commentsvc_comment (parent_id, date_added, id) WHERE parent_id IS NOT NULL""",
+    ),
+}
+DROP_REPLACED_INDEXES = tuple(f"DROP INDEX IF EXISTS {name}" for name in REPLACED_INDEXES)
+
+# Whether an index is there (PostgreSQL, by the search path), and whether a new one is
+# usable: NULL when it is missing, false when a concurrent build of it was cut off.
+INDEX_STATE = text("""
+    SELECT to_regclass(:old) IS NOT NULL,
+           (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:new))
+""")
+# {name}: a name from REPLACED_INDEXES. No rows.
+DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {name}"
 
 # The service's tables, each before the tables it points at (tests and init-db --drop);
 # the host's tables are untouched. No rows.
