@@ -317,7 +317,8 @@ def create_schema(conn: Connection) -> None:
     statements, on a busy machine for longer than the idle-in-transaction allowance)."""
     without_statement_timeout(conn)
     for statement in schema_statements():
-        conn.exec_driver_sql(statement.rstrip(";"))
+        if not _index_there(conn, statement):
+            conn.exec_driver_sql(statement.rstrip(";"))
     for statement in schema.DROP_REPLACED_INDEXES:  # after their replacements are built
         conn.exec_driver_sql(statement)
     _add_missing_columns(conn)
@@ -325,6 +326,16 @@ def create_schema(conn: Connection) -> None:
             list_versions.TRIGGERS_PRESENT).scalar() != 2:  # storage.list_versions
         for statement in list_versions.CREATE_NOTIFY_TRIGGERS:
             conn.exec_driver_sql(statement)
+
+
+def _index_there(conn: Connection, statement: str) -> bool:
+    """Whether ``statement`` builds an index that is there already. PostgreSQL's CREATE
+    INDEX IF NOT EXISTS takes the table's lock against writes before it finds the index,
+    and init-db's transaction would hold it to the end: every post would wait, and one
+    that holds another of the tables meanwhile would deadlock with it."""
+    created = schema.CREATED_INDEX.match(statement)
+    return created is not None and bool(conn.execute(
+        schema.INDEX_EXISTS[conn.dialect.name], {"name": created[1]}).scalar())
 
 
 def _add_missing_columns(conn: Connection) -> None:

@@ -3,6 +3,8 @@ table was first created, the indexes replaced since, and dropping the service's 
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy import text
 
 # Columns added after a table was first created, by (table, column), each with the
@@ -42,6 +44,17 @@ INDEX_STATE = text("""
     SELECT to_regclass(:old) IS NOT NULL,
            (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:new))
 """)
+# Whether an index of this name is there, by dialect: create_schema builds only the missing
+# ones, since CREATE INDEX IF NOT EXISTS locks the table against writes before it finds
+# the index there.
+INDEX_EXISTS = {
+    "postgresql": text("SELECT to_regclass(:name) IS NOT NULL"),
+    "sqlite": text("SELECT EXISTS (SELECT 1 FROM sqlite_master "
+                   "WHERE type = 'index' AND name = :name)"),
+}
+# A schema.sql statement that builds an index, and the index's name.
+CREATED_INDEX = re.compile(r"CREATE (?:UNIQUE )?INDEX IF NOT EXISTS (\w+)")
+
 # {name}: a name from REPLACED_INDEXES. No rows.
 DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {name}"
 

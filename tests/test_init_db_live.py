@@ -1,6 +1,7 @@
-"""init-db replaces an index that schema.sql defines in place of an older one
-(storage.upkeep.replace_indexes, PostgreSQL): the new index built CONCURRENTLY, so that
-posts go on meanwhile, then the older one dropped; a build cut off is built again."""
+"""init-db on a live database (PostgreSQL): on an up-to-date schema it takes no lock that
+holds a write, and an index schema.sql defines in place of an older one
+(storage.upkeep.replace_indexes) is built CONCURRENTLY, so that posts go on meanwhile,
+then the older one dropped; a build cut off is built again."""
 
 from __future__ import annotations
 
@@ -70,6 +71,28 @@ def writer(url: str):
     with conn.cursor() as cursor:
         cursor.execute(WRITE_LOCK)
     return conn
+
+
+def test_init_db_does_not_wait_for_writes_under_way(pg_app, postgres_url):
+    """A write under way on every table a post writes does not hold init-db up, so init-db
+    holds up no write after it (CREATE INDEX IF NOT EXISTS would lock each table before
+    finding its index there, wait for that write, and hold every later one to its end)."""
+    running = connect(postgres_url)
+    with running.cursor() as cursor:
+        cursor.execute("LOCK TABLE commentsvc_comment, commentsvc_list_count, commentsvc_event, "
+                       "commentsvc_idempotency_key IN ROW EXCLUSIVE MODE")
+    outcome: list = []
+    init_db = threading.Thread(
+        target=lambda: outcome.append(invoke(pg_app.test_cli_runner(), ["init-db"])))
+    init_db.start()
+    try:
+        init_db.join(20)
+        assert not init_db.is_alive(), "init-db waited for a write under way"
+        assert outcome[0].exit_code == 0, outcome[0].output
+    finally:
+        running.rollback()
+        running.close()
+        init_db.join(30)
 
 
 def test_init_db_builds_the_new_index_and_drops_the_old_one(pg_app):
