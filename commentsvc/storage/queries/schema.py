@@ -25,8 +25,8 @@ ADD_LATER_COLUMNS = {
 
 # Indexes that schema.sql no longer defines, by name, each with the one that replaced it
 # and that one's statement from schema.sql, built without holding writes (CONCURRENTLY).
-# On PostgreSQL init-db builds the new index so where the old one is still there, then
-# drops the old one likewise (storage.upkeep.replace_indexes); create_schema drops what is
+# On PostgreSQL init-db builds the new index that way where the old one is still there,
+# then drops the old one likewise (storage.upkeep.replace_indexes); create_schema drops what is
 # left of them in its transaction, after schema.sql has built their replacements (SQLite,
 # or a command run before init-db).
 REPLACED_INDEXES = {
