@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import re
 
 import sqlalchemy as sa
@@ -10,6 +11,7 @@ from commentsvc.rules.rendered import display_key
 from commentsvc.storage import engine as db
 from commentsvc.storage.counters import PageRead
 from commentsvc.storage.queries import listing
+from commentsvc.storage.queries import schema as schema_sql
 
 
 def table_names(conn) -> set[str]:
@@ -56,6 +58,13 @@ def test_the_replies_index_leaves_the_roots_out(app):
         definition = index_definitions(conn)["commentsvc_comment_reply_threads"]
         spelled = re.sub(r"[()\s]+", " ", definition).strip()  # PostgreSQL adds brackets
         assert spelled.endswith("parent_id, date_added, id WHERE parent_id IS NOT NULL")
+
+
+def test_a_replaced_index_is_built_from_schema_sqls_own_statement():
+    statement = db.index_statement("commentsvc_comment_reply_threads")
+    assert schema_sql.built_concurrently(statement).startswith(
+        "CREATE INDEX CONCURRENTLY commentsvc_comment_reply_threads")
+    assert doctest.testmod(schema_sql).attempted == 1 and doctest.testmod(schema_sql).failed == 0
 
 
 def test_create_schema_replaces_the_replies_index_that_held_every_comment(app):

@@ -310,6 +310,15 @@ def schema_statements() -> list[str]:
     return [stmt.strip() for stmt in "\n".join(lines).split(";\n") if stmt.strip(" \n;")]
 
 
+def index_statement(name: str) -> str:
+    """The statement of schema.sql that builds the index ``name``."""
+    for statement in schema_statements():
+        created = schema.CREATED_INDEX.match(statement)
+        if created is not None and created[1] == name:
+            return statement.rstrip(";")
+    raise LookupError(f"schema.sql builds no index {name}")
+
+
 def create_schema(conn: Connection) -> None:
     """Create every table and index that does not exist yet, and drop the indexes they
     replaced; safe to run again. Never a request's work: the request timeouts are lifted

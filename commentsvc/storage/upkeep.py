@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from sqlalchemy.engine import Connection, Engine
 
 from commentsvc.storage import deadline
+from commentsvc.storage.engine import index_statement
 from commentsvc.storage.queries import connections, loading, schema
 
 
@@ -51,7 +52,7 @@ def replace_indexes(engine: Engine) -> list[tuple[str, str]]:
         return []
     replaced = []
     with _command_connection(engine) as conn:
-        for old, (new, build) in schema.REPLACED_INDEXES.items():
+        for old, new in schema.REPLACED_INDEXES.items():
             old_there, new_valid = conn.execute(schema.INDEX_STATE,
                                                 {"old": old, "new": new}).one()
             if not old_there:
@@ -59,7 +60,7 @@ def replace_indexes(engine: Engine) -> list[tuple[str, str]]:
             if new_valid is False:
                 conn.exec_driver_sql(schema.DROP_INDEX_CONCURRENTLY.format(name=new))
             if new_valid is not True:
-                conn.exec_driver_sql(build)
+                conn.exec_driver_sql(schema.built_concurrently(index_statement(new)))
             conn.exec_driver_sql(schema.DROP_INDEX_CONCURRENTLY.format(name=old))
             replaced.append((old, new))
     return replaced

@@ -23,18 +23,14 @@ ADD_LATER_COLUMNS = {
     """,
 }
 
-# Indexes that schema.sql no longer defines, by name, each with the one that replaced it
-# and that one's statement from schema.sql, built without holding writes (CONCURRENTLY).
-# On PostgreSQL init-db builds the new index that way where the old one is still there,
-# then drops the old one likewise (storage.upkeep.replace_indexes); create_schema drops what is
-# left of them in its transaction, after schema.sql has built their replacements (SQLite,
-# or a command run before init-db).
+# Indexes that schema.sql no longer defines, by name, each with the one that replaced it.
+# On PostgreSQL init-db builds the new index CONCURRENTLY (built_concurrently), without
+# holding writes, where the old one is still there, then drops the old one likewise
+# (storage.upkeep.replace_indexes); create_schema drops what is left of them in its
+# transaction, after schema.sql has built their replacements (SQLite, or a command run
+# before init-db).
 REPLACED_INDEXES = {
-    "commentsvc_comment_replies": (
-        "commentsvc_comment_reply_threads",
-        """CREATE INDEX CONCURRENTLY commentsvc_comment_reply_threads
-           ON commentsvc_comment (parent_id, date_added, id) WHERE parent_id IS NOT NULL""",
-    ),
+    "commentsvc_comment_replies": "commentsvc_comment_reply_threads",
 }
 DROP_REPLACED_INDEXES = tuple(f"DROP INDEX IF EXISTS {name}" for name in REPLACED_INDEXES)
 
@@ -54,6 +50,16 @@ INDEX_EXISTS = {
 }
 # A schema.sql statement that builds an index, and the index's name.
 CREATED_INDEX = re.compile(r"CREATE (?:UNIQUE )?INDEX IF NOT EXISTS (\w+)")
+
+
+def built_concurrently(statement: str) -> str:
+    """schema.sql's statement that builds an index, made to build it without holding writes
+    (without IF NOT EXISTS: a build cut off leaves its index there, invalid).
+
+    >>> built_concurrently("CREATE INDEX IF NOT EXISTS i ON t (c)")
+    'CREATE INDEX CONCURRENTLY i ON t (c)'
+    """
+    return statement.replace("INDEX IF NOT EXISTS", "INDEX CONCURRENTLY", 1)
 
 # {name}: a name from REPLACED_INDEXES. No rows.
 DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {name}"
