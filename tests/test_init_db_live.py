@@ -5,8 +5,12 @@ then the older one dropped; a build cut off is built again."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import psycopg2
 import pytest
@@ -187,3 +191,18 @@ def test_sqlite_replaces_in_init_dbs_transaction(app):
         names = {row[0] for row in conn.exec_driver_sql(
             "SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert NEW in names and OLD not in names
+
+
+def test_the_bench_posts_through_a_replacement(postgres_url):
+    """bench/init_db_live.py, small: every post it sent while init-db replaced the old index
+    was answered 201 (``postgres_url``: it needs the PostgreSQL server, not this database)."""
+    root = Path(__file__).resolve().parent.parent
+    ran = subprocess.run([sys.executable, "bench/init_db_live.py", "--comments", "300",
+                          "--targets", "5", "--clients", "2", "--lead", "0.5", "--tail", "0.5",
+                          "--old-index"], cwd=root, capture_output=True, text=True,
+                         timeout=300, check=True)
+    figures = json.loads(ran.stdout)
+    assert figures["init_db_exit"] == 0
+    assert figures["init_db_output"].startswith(f"Built the index {NEW} and dropped {OLD}")
+    assert figures["posts"]["count"] > 0
+    assert set(figures["posts"]["statuses"]) == {"201"}
