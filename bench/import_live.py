@@ -26,13 +26,16 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import sqlalchemy as sa
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from commentsvc.storage.database_urls import normalise_url  # noqa: E402
-from harness.servers import BIN, LIST, ROOT, Gunicorn, prepare, request  # noqa: E402
-
-ADMIN_URL = normalise_url("postgresql://postgres@127.0.0.1:5432/postgres")
+from harness.servers import (  # noqa: E402
+    BIN,
+    LIST,
+    ROOT,
+    Gunicorn,
+    prepare,
+    request,
+    scratch_database,
+)
 
 
 def import_file(path: Path, count: int, page_id: int) -> Path:
@@ -124,17 +127,8 @@ def main() -> None:
             print(json.dumps(run(f"sqlite:///{folder}/live.sqlite3", Path(folder), args),
                              indent=2))
             return
-        admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        name = f"commentsvc_import_live_{uuid.uuid4().hex[:8]}"
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
-            url = admin.url.set(database=name).render_as_string(hide_password=False)
+        with scratch_database("commentsvc_import_live") as url:
             print(json.dumps(run(url, Path(folder), args), indent=2))
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.dispose()
 
 
 if __name__ == "__main__":

@@ -26,8 +26,16 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.import_live import ADMIN_URL, latencies  # noqa: E402
-from harness.servers import BIN, LIST, ROOT, Gunicorn, prepare, request  # noqa: E402
+from bench.import_live import latencies  # noqa: E402
+from harness.servers import (  # noqa: E402
+    BIN,
+    LIST,
+    ROOT,
+    Gunicorn,
+    prepare,
+    request,
+    scratch_database,
+)
 
 # The replies index as the versions before DECISIONS.md 11 made it: every comment.
 OLD_INDEX = ("DROP INDEX commentsvc_comment_reply_threads",
@@ -91,17 +99,8 @@ def main() -> None:
     parser.add_argument("--old-index", action="store_true",
                         help="give the database the older replies index to replace first")
     args = parser.parse_args()
-    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    name = f"commentsvc_init_db_live_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        url = admin.url.set(database=name).render_as_string(hide_password=False)
+    with scratch_database("commentsvc_init_db_live") as url:
         print(json.dumps(run(url, args), indent=2))
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,24 @@ from commentsvc.storage.database_urls import normalise_url
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: gunicorn.conf.py, wsgi.py, app.py
 BIN = Path(sys.executable).parent
 LIST = "/api/comments/"
+# The local PostgreSQL server, as an administrator: where scratch databases are made.
+ADMIN_URL = normalise_url("postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    """The URL of a new database on the local PostgreSQL server, named ``prefix`` and a
+    random suffix, dropped afterwards (with any connection still open to it)."""
+    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
 
 
 def free_port() -> int:
