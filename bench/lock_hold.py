@@ -32,8 +32,8 @@ from typing import Any
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.write_bench import ADMIN_URL, fresh_database  # noqa: E402
-from harness.servers import prepare  # noqa: E402
+from bench.write_bench import ADMIN_URL  # noqa: E402
+from harness.servers import prepare, scratch_database  # noqa: E402
 
 PARTS = ("facts", "python", "rows", "commit")
 
@@ -172,7 +172,7 @@ def main() -> None:
     busy = [int(n) for n in args.busy.split(",")]
     admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
     try:
-        with fresh_database(admin) as url:
+        with scratch_database("commentsvc_bench_writes", admin) as url:
             prepare(url, comments=20_000, targets=100)
             os.environ["DATABASE_URL"] = url
             os.environ["COMMENTSVC_POST_RATE_LIMIT"] = ""

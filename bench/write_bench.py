@@ -61,7 +61,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from commentsvc.storage.database_urls import normalise_url  # noqa: E402
-from harness.servers import LIST, free_port, prepare  # noqa: E402
+from harness.servers import LIST, free_port, prepare, scratch_database  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GUNICORN = str(Path(sys.executable).parent / "gunicorn")
@@ -288,18 +288,6 @@ def service(root: Path, database_url: str, workers: int = 2, front: bool = False
         runtime.cleanup()
 
 
-@contextmanager
-def fresh_database(admin: sa.Engine):
-    name = f"commentsvc_bench_writes_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin.url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @dataclass
 class Checkout:
     """One checkout being measured: its served address, its database and its writers."""
@@ -514,7 +502,7 @@ def main() -> None:
             checkouts = []
             for label, root in roots:
                 print(f"{label}: {root}", flush=True)
-                url = stack.enter_context(fresh_database(admin))
+                url = stack.enter_context(scratch_database("commentsvc_bench_writes", admin))
                 community = prepare(url, comments=args.comments, targets=100, posters=8)
                 base = stack.enter_context(service(root, url, args.workers, args.front))
                 checkouts.append(Checkout(label, url, base, Writers(

@@ -34,19 +34,21 @@ ADMIN_URL = normalise_url("postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 @contextmanager
-def scratch_database(prefix: str) -> Iterator[str]:
-    """The URL of a new database on the local PostgreSQL server, named ``prefix`` and a
-    random suffix, dropped afterwards (with any connection still open to it)."""
-    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+def scratch_database(prefix: str, admin: sa.Engine | None = None) -> Iterator[str]:
+    """The URL of a new database named ``prefix`` and a random suffix, on the server of
+    ``admin`` (an engine in autocommit; default: the local PostgreSQL server), dropped
+    afterwards (with any connection still open to it)."""
+    server = admin or sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
+    with server.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     try:
-        yield admin.url.set(database=name).render_as_string(hide_password=False)
+        yield server.url.set(database=name).render_as_string(hide_password=False)
     finally:
-        with admin.connect() as conn:
+        with server.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+        if admin is None:
+            server.dispose()
 
 
 def free_port() -> int:
