@@ -48,7 +48,7 @@ class Serve:
     its runtime files in a directory of its own."""
 
     def __init__(self, database_url: str, workers: int = 2, env: dict | None = None,
-                 args: tuple[str, ...] = ()):
+                 args: tuple[str, ...] = (), cwd: Path = ROOT):
         self.port = free_port()
         self.base = f"http://{LOOPBACK}:{self.port}"
         parent = Path(tempfile.mkdtemp(prefix="commentsvc-bench-serve-"))
@@ -61,7 +61,7 @@ class Serve:
             [str(BIN / "python"), "-m", "commentsvc.operations.serving", "--host", LOOPBACK,
              "--port", str(self.port), "--workers", str(workers),
              "--runtime-dir", str(self.runtime_dir), *args],
-            cwd=ROOT, env=environ, stdout=self.log, stderr=subprocess.STDOUT)
+            cwd=cwd, env=environ, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while request(self.base, "GET", "/healthz", timeout=2).status != 200:
             if self.process.poll() is not None or time.monotonic() > deadline:

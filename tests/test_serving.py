@@ -286,3 +286,71 @@ def test_port_0_is_refused_before_anything_starts():
                               text=True, timeout=60)
     assert finished.returncode == 2
     assert "Invalid value for '--port'" in finished.stderr
+
+
+def test_the_port_workers_and_host_come_from_the_environment_as_make_run_takes_them():
+    """`commentsvc serve` without options takes PORT (and HOST, WORKERS, WRITE_WORKERS)
+    from the environment: a port taken is the one PORT names, one line, exit 2."""
+    require_nginx()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        finished = subprocess.run(SERVING, cwd=ROOT, capture_output=True, text=True,
+                                  timeout=60, env={**os.environ, "PORT": str(port),
+                                                   "HOST": "127.0.0.1"})
+    assert finished.returncode == 2, finished.stderr
+    assert f"Port {port} on 127.0.0.1" in finished.stderr
+    assert f"commentsvc serve --port {port + 1}" in finished.stderr
+    help_text = " ".join(subprocess.run(SERVING + ["--help"], capture_output=True, text=True,
+                                        timeout=60, check=True).stdout.split())
+    for name in ("HOST", "PORT", "WORKERS", "WRITE_WORKERS"):
+        assert f"[env var: {name};" in help_text
+
+
+def test_an_installed_service_serves_with_the_packages_gunicorn_settings(serve_url, tmp_path):
+    """Run where there is no gunicorn.conf.py (an installed package), the launcher's
+    gunicorns still get the package's settings: threaded workers, JSON log lines."""
+    assert not (tmp_path / "gunicorn.conf.py").exists()
+    with Serve(serve_url, cwd=tmp_path) as served:
+        assert request(served.base, "GET", LIST).status == 200
+        assert served.stop(signal.SIGTERM) == 0
+        logged = [json.loads(line) for line in served.output().splitlines()
+                  if line.startswith("{")]
+    assert {"Using worker: gthread"} <= {entry.get("message") for entry in logged}
+
+
+def test_gunicorn_settings_are_the_packages_whether_read_from_the_file_or_the_module(
+        tmp_path):
+    """gunicorn.conf.py of a checkout is the package's settings, which `commentsvc serve`
+    passes where the working directory has no such file; neither keeps a control socket
+    (gunicorn's default is one path per user, which two servers would share)."""
+    from gunicorn.app.base import Application
+
+    from commentsvc.operations import gunicorn_settings
+    from commentsvc.operations.serving import gunicorn_config
+
+    class Loaded(Application):
+        def __init__(self, location: str):
+            self.location = location
+            super().__init__()
+
+        def init(self, parser, opts, args):
+            return None
+
+        def load_config(self):
+            self.load_config_from_file(self.location)
+
+        def load(self):
+            return None
+
+    assert gunicorn_config(tmp_path) == gunicorn_settings.MODULE
+    assert gunicorn_config(ROOT) == str(ROOT / "gunicorn.conf.py")
+    names = ("worker_class_str", "threads", "timeout", "graceful_timeout", "keepalive",
+             "forwarded_allow_ips", "control_socket_disable", "logger_class", "post_fork")
+    from_file, from_module = (Loaded(location).cfg for location in (
+        str(ROOT / "gunicorn.conf.py"), gunicorn_settings.MODULE))
+    assert [getattr(from_file, name) for name in names] == \
+        [getattr(from_module, name) for name in names]
+    assert (from_module.worker_class_str, from_module.threads) == ("gthread", 8)
+    assert from_module.control_socket_disable is True

@@ -4,9 +4,9 @@
     python -m commentsvc.operations.serving --port 8000   # the same, in a checkout (make serve)
 
 It renders nginx's configuration into a private runtime directory, starts gunicorn on a
-unix socket there (with gunicorn.conf.py of the working directory, when there is one), the
-writers' gunicorn on another (below), and nginx in the foreground on HOST:PORT, then
-watches them all:
+unix socket there (with gunicorn.conf.py of the working directory when there is one, else
+the package's own settings, operations.gunicorn_settings), the writers' gunicorn on another
+(below), and nginx in the foreground on HOST:PORT, then watches them all:
 
 - SIGTERM or SIGINT: nginx stops taking connections and finishes the requests it has,
   then each gunicorn finishes its own; a second signal makes all stop at once.
@@ -42,7 +42,7 @@ from pathlib import Path
 import click
 
 from commentsvc import settings
-from commentsvc.operations import front, ports, startup
+from commentsvc.operations import front, gunicorn_settings, ports, startup
 from commentsvc.operations.parent_death import end_with_parent
 from commentsvc.operations.startup import StartupError
 
@@ -63,7 +63,7 @@ class Stack:
     children of this process, stopped together."""
 
     def __init__(self, host: str, port: int, workers: int, runtime_dir: Path,
-                 nginx: str, gunicorn_config: Path | None, app: str = APP,
+                 nginx: str, gunicorn_config: str, app: str = APP,
                  write_workers: int = WRITE_WORKERS, write_nice: int = WRITE_NICE):
         self.runtime_dir = runtime_dir
         self.socket = runtime_dir / "app.sock"
@@ -173,15 +173,20 @@ def _signal(child: subprocess.Popen[bytes] | None, signum: int) -> None:
         child.send_signal(signum)
 
 
+def gunicorn_config(directory: Path) -> str:
+    """What the gunicorns read their settings from: gunicorn.conf.py of ``directory`` (the
+    working directory: a checkout's, or an operator's own), else the package's settings,
+    so that an installed service runs as a checkout does."""
+    config = directory / GUNICORN_CONFIG
+    return str(config.resolve()) if config.is_file() else gunicorn_settings.MODULE
+
+
 def _gunicorn_command(bind: Path, workers: int, control_socket: Path,
-                      config: Path | None, app: str) -> list[str]:
-    command = [sys.executable, "-m", "gunicorn", "--bind", f"unix:{bind}",
-               "--workers", str(workers),
-               # its control socket beside the app's, not one per user
-               "--control-socket", str(control_socket)]
-    if config is not None:
-        command += ["--config", str(config)]
-    return [*command, app]
+                      config: str, app: str) -> list[str]:
+    return [sys.executable, "-m", "gunicorn", "--bind", f"unix:{bind}",
+            "--workers", str(workers),
+            # a control socket, if the settings keep one, beside the app's, not one per user
+            "--control-socket", str(control_socket), "--config", config, app]
 
 
 def _child(command: list[str], env: dict[str, str] | os._Environ[str],
@@ -243,14 +248,16 @@ def serve(stack: Stack) -> int:
 
 
 @click.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True,
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="HOST",
+              show_envvar=True,
               help="Address nginx listens on (0.0.0.0 or :: for every interface).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535),
+              envvar="PORT", show_envvar=True,
               help="Port nginx listens on (nginx takes no 0 for a free one).")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1),
-              help="gunicorn worker processes.")
+              envvar="WORKERS", show_envvar=True, help="gunicorn worker processes.")
 @click.option("--write-workers", default=WRITE_WORKERS, show_default=True,
-              type=click.IntRange(min=0),
+              type=click.IntRange(min=0), envvar="WRITE_WORKERS", show_envvar=True,
               help="Worker processes of the writers' gunicorn, which takes every request but "
                    "GET, HEAD and OPTIONS; 0: writes go to the other workers.")
 @click.option("--write-nice", default=WRITE_NICE, show_default=True,
@@ -273,7 +280,6 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
     # Before anything starts: a taken port is one line, not nginx failing after gunicorn.
     ports.check(host, port, f"commentsvc serve --port {port + 1} "
                             f"(make serve: PORT={port + 1} make serve)")
-    config = Path(GUNICORN_CONFIG)
     owned = runtime_dir is None
     if runtime_dir is None:
         runtime_dir = Path(tempfile.mkdtemp(prefix="commentsvc-serve-"))
@@ -281,7 +287,7 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
     try:
         try:
             stack = Stack(host, port, workers, runtime_dir.resolve(), nginx_program,
-                          config.resolve() if config.is_file() else None,
+                          gunicorn_config(Path.cwd()),
                           write_workers=write_workers, write_nice=write_nice)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
