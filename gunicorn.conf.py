@@ -9,6 +9,7 @@ from commentsvc.operations.gunicorn_settings import (  # noqa: F401
     forwarded_allow_ips,
     graceful_timeout,
     keepalive,
+    limit_request_line,
     logger_class,
     post_fork,
     threads,

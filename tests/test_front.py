@@ -360,3 +360,13 @@ def test_the_front_keeps_its_connections_to_gunicorn_open(nginx_alone, named_ups
         assert served_by(port, "GET") == "reads"
         assert served_by(port, "POST") == "writes"
     assert (reads.connections, writes.connections) == (1, 1)
+
+
+def test_a_request_line_nginx_takes_is_served_by_gunicorn_too(stack):
+    """Between gunicorn's default limit (4,094 bytes) and nginx's (8 KB) a request line
+    reaches the app: 5,000 digits of page_size are served as the largest page size."""
+    line = b"GET /api/comments/?page_size=" + b"9" * 5000 + b" HTTP/1.1"
+    received, _elapsed = exchange(stack.port, line + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+    status, headers, body = parse(received)
+    assert (status, headers["content-type"]) == (200, "application/json")
+    assert len(json.loads(body)["results"]) == 30

@@ -317,7 +317,8 @@ def test_an_installed_service_serves_with_the_packages_gunicorn_settings(serve_u
         assert served.stop(signal.SIGTERM) == 0
         logged = [json.loads(line) for line in served.output().splitlines()
                   if line.startswith("{")]
-    assert {"Using worker: gthread"} <= {entry.get("message") for entry in logged}
+    assert {"Using worker: commentsvc.operations.gunicorn_worker.ThreadWorker"} <= {
+        entry.get("message") for entry in logged}
 
 
 def test_gunicorn_settings_are_the_packages_whether_read_from_the_file_or_the_module(
@@ -347,10 +348,12 @@ def test_gunicorn_settings_are_the_packages_whether_read_from_the_file_or_the_mo
     assert gunicorn_config(tmp_path) == gunicorn_settings.MODULE
     assert gunicorn_config(ROOT) == str(ROOT / "gunicorn.conf.py")
     names = ("worker_class_str", "threads", "timeout", "graceful_timeout", "keepalive",
-             "forwarded_allow_ips", "control_socket_disable", "logger_class", "post_fork")
+             "limit_request_line", "forwarded_allow_ips", "control_socket_disable",
+             "logger_class", "post_fork")
     from_file, from_module = (Loaded(location).cfg for location in (
         str(ROOT / "gunicorn.conf.py"), gunicorn_settings.MODULE))
     assert [getattr(from_file, name) for name in names] == \
         [getattr(from_module, name) for name in names]
-    assert (from_module.worker_class_str, from_module.threads) == ("gthread", 8)
+    assert (from_module.worker_class_str, from_module.threads) == (
+        "commentsvc.operations.gunicorn_worker.ThreadWorker", 8)
     assert from_module.control_socket_disable is True

@@ -24,8 +24,12 @@ from commentsvc.operations.parent_death import post_fork  # noqa: F401
 # The module gunicorn reads these from, as its -c option names it.
 MODULE = "python:commentsvc.operations.gunicorn_settings"
 
-worker_class = "gthread"
+# gthread, answering what gunicorn refuses itself as JSON (operations.gunicorn_worker).
+worker_class = "commentsvc.operations.gunicorn_worker.ThreadWorker"
 threads = 8
+# The longest request line gunicorn takes: its own maximum, as long as nginx takes in front
+# of it (8 KB), so a URL nginx passes is served (a 5,000-digit page_size too).
+limit_request_line = 8190
 timeout = 30
 graceful_timeout = 30
 keepalive = 2  # longer than `commentsvc serve`'s nginx keeps an idle connection (1 s)

@@ -1,0 +1,54 @@
+"""gunicorn's threaded worker, answering what gunicorn refuses itself as JSON.
+
+A request that never reaches the app (a request line over ``limit_request_line``, headers
+too large, bytes that are not HTTP) is answered by gunicorn with an HTML page. Every other
+error of the service is ``{"detail": "..."}``, and behind `commentsvc serve` nginx answers
+the same refusals in that shape too (operations.front); this worker makes gunicorn's own
+answers match, with nginx's wording, wherever gunicorn is the front (`make run`, plain
+gunicorn).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker as GunicornThreadWorker
+
+from commentsvc.operations import front
+
+# Each status gunicorn refuses a request with, and the detail sent (nginx's where it has one).
+DETAILS = {431 if status == 494 else status: detail for status, detail in front.ERRORS} | {
+    403: "Request forbidden.",
+    417: "Expectation failed.",
+}
+
+
+def error_response(status: int, reason: str) -> bytes:
+    """The whole HTTP answer to a request gunicorn refused with ``status``.
+
+    >>> error_response(414, "URI Too Long").split(b"\\r\\n\\r\\n")[1]
+    b'{"detail": "The request URI is too long."}'
+    """
+    body = json.dumps({"detail": DETAILS.get(status, f"{reason}.")}).encode("utf-8")
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            "Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    return head.encode("latin-1") + body
+
+
+def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's ``util.write_error``, JSON: ``mesg`` (gunicorn's words, with the request's
+    bytes in them) is logged by gunicorn already and not sent."""
+    util.write_nonblock(sock, error_response(status_int, reason))
+
+
+class ThreadWorker(GunicornThreadWorker):
+    """gunicorn's gthread worker whose own error answers are JSON."""
+
+    def init_process(self) -> None:
+        # The one writer of gunicorn's error pages (workers.base.handle_error calls it), in
+        # this worker process only.
+        util.write_error = write_json_error
+        super().init_process()
