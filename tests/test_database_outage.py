@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from app import create_app
 from commentsvc.storage import engine, store
-from conftest import insert_records, make_app, terminate_backends
+from conftest import Community, insert_records, make_app, terminate_backends
 from helpers import assert_error, newest_first
 from tcp_proxy import TcpProxy
 
@@ -103,3 +103,17 @@ def test_a_writer_replaces_a_pooled_connection_the_server_dropped(pg_app, sample
         deleted = conn.execute(sa.text("SELECT is_deleted FROM commentsvc_comment WHERE id = :id"),
                                {"id": root["id"]}).scalar()
     assert deleted
+
+
+def test_signing_in_replaces_a_pooled_connection_the_server_dropped(pg_app):
+    """The sign-in lookup, like every other read, runs again on a new connection when its
+    pooled one was dropped by the server (a restart, a failover): no 503 for it."""
+    people = Community(pg_app)
+    client = pg_app.test_client()
+    assert client.get("/api/comments/", headers=people.auth("ann")).status_code == 200
+    terminate_backends(pg_app)
+    assert client.get("/api/comments/", headers=people.auth("bob")).status_code == 200
+    terminate_backends(pg_app)
+    posted = client.post("/api/comments/", headers=people.auth("carol"), json={
+        "content_type": "comics.comicpage", "object_id": 10, "body": "after a restart"})
+    assert posted.status_code == 201, posted.get_json()

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.queries.prepared import Prepared
 
 # SQLSTATE of "prepared statement ... does not exist".
@@ -60,7 +61,9 @@ def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[A
 def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any | None:
     """The first row of ``statement`` run alone on a pooled connection, or None. A
     connection that has lost its prepared statements only switches this process to
-    sending them whole, and the read runs again.
+    sending them whole, and the read runs again; so does a pooled connection the server
+    dropped (a restart, a failover: SQLAlchemy then replaced the pool's older ones), as
+    every other read does, but not one the deadline gave up on (the database is hung).
 
     Not in autocommit, though that would spare the BEGIN before it and the ROLLBACK after
     it: a server session whose connection was cut without a word mid-read would then sit
@@ -74,7 +77,8 @@ def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any
             try:
                 rows = run(conn, statement, params)
             except DBAPIError as exc:
-                if attempt == 2 or not gone(exc):
+                dropped = exc.connection_invalidated and not isinstance(exc.orig, DatabaseNoAnswer)
+                if attempt == 2 or not (gone(exc) or dropped):
                     raise
                 continue
         return rows[0] if rows else None
