@@ -240,3 +240,21 @@ def test_an_observer_that_fails_fails_no_writer(app, caplog):
         with engine.writing(engine.get_engine()) as conn:
             conn.exec_driver_sql("SELECT 1")
     assert "the writers' lock timing was not recorded" in caplog.text
+
+
+def test_a_scrape_in_the_fail_fast_window_still_reads_the_pool(pg_app):
+    """Right after a deadline passed, requests that need the database are refused at once
+    (storage.outage); /metrics needs none, and is what watches the outage: it answers."""
+    from commentsvc.storage import outage
+
+    client = pg_app.test_client()
+    with pg_app.app_context():
+        found = outage.outage_of(engine.get_engine())
+    assert found is not None and found.fail_fast_seconds > 0
+    found.failed("a test's hung database", hung=True)
+    try:
+        assert client.get("/api/comments/").status_code == 503  # the window is open
+        [gauge] = scrape(client)["commentsvc_db_pool_connections_in_use"]
+        assert gauge.value == 0
+    finally:
+        found.fail_fast_until = 0.0  # closed, for the fixture's own clean-up

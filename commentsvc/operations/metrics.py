@@ -33,7 +33,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from commentsvc.operations.event_metrics import EventsCollector
-from commentsvc.storage.engine import WRITERS_LOCK_OBSERVER, get_engine
+from commentsvc.storage.engine import WRITERS_LOCK_OBSERVER, configured_engine
 from commentsvc.web.responses import NOSNIFF, READ_ONLY_ALLOW
 
 _EXTENSION = "commentsvc_metrics"
@@ -117,7 +117,8 @@ class PoolCollector:
         app = self._app()
         if app is not None:
             with app.app_context():
-                checkedout = getattr(get_engine().pool, "checkedout", None)
+                # not get_engine: a scrape in the fail-fast window after a hang answers
+                checkedout = getattr(configured_engine().pool, "checkedout", None)
             if checkedout is not None:
                 gauge.add_metric([], checkedout())
         yield gauge

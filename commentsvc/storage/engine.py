@@ -45,7 +45,14 @@ _setting_up = threading.RLock()
 
 def get_engine() -> Engine:
     """The engine of the current app's Flask-SQLAlchemy extension (a host's engine is set
-    up on its first use, once, whichever threads ask at the same time)."""
+    up on its first use, once, whichever threads ask at the same time); right after a
+    deadline passed on it, the 503 at once (``usable``)."""
+    return usable(configured_engine())
+
+
+def configured_engine() -> Engine:
+    """``get_engine``'s engine without the fail-fast check, for what only looks at it and
+    never waits on the database (the pool's gauge in /metrics)."""
     ext = current_app.extensions["sqlalchemy"]
     engine: Engine = ext.engines[current_app.config.get("COMMENTSVC_BIND_KEY")]
     if engine not in _served:
@@ -54,7 +61,7 @@ def get_engine() -> Engine:
                 prepare_engine(engine)
                 protect(engine, current_app.extensions["commentsvc"].settings)
                 _served.add(engine)
-    return usable(engine)
+    return engine
 
 
 def usable(engine: Engine) -> Engine:
