@@ -6,6 +6,7 @@ in front is served, not refused."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from test_front import exchange, parse
@@ -13,7 +14,7 @@ from test_front import exchange, parse
 from commentsvc.operations.gunicorn_worker import DETAILS, error_response
 from commentsvc.storage import engine
 from conftest import make_app
-from harness.servers import Gunicorn
+from harness.servers import Gunicorn, prepare, request
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +75,39 @@ def test_the_modules_examples_hold():
 
     result = doctest.testmod(gunicorn_worker)
     assert result.attempted >= 1 and result.failed == 0
+
+
+@pytest.fixture(scope="module")
+def signed_in(tmp_path_factory):
+    """gunicorn alone on a seeded database, and a sign-in key of one of its users."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('chunks') / 'chunks.sqlite3'}"
+    community = prepare(url, comments=20, targets=2, posters=1)
+    with Gunicorn(url, workers=1) as served:
+        yield served, next(iter(community.tokens.values())), community.targets[0]
+
+
+@pytest.mark.parametrize("chunks", [
+    b"zz\r\nabc\r\n0\r\n\r\n",  # a chunk size that is no number
+    b"-5\r\nabc\r\n0\r\n\r\n",  # a negative one
+    b"3\r\nabcXY0\r\n\r\n",  # a chunk without its line end
+    b"20\r\nabc",  # cut off: the client sends nothing more
+], ids=["size-not-a-number", "size-negative", "no-terminator", "cut-off"])
+def test_a_chunked_body_the_server_cannot_decode_is_400_and_writes_nothing(signed_in, chunks):
+    """Under gunicorn alone the app reads the chunks as gunicorn decodes them: a broken
+    one is the client's error, answered 400 JSON (behind nginx, nginx refuses it first)."""
+    served, token, (content_type, object_id) = signed_in
+    url = f"/api/comments/?content_type={content_type}&object_id={object_id}"
+    before = json.loads(request(served.base, "GET", url).body)["p8n"]
+    head = (b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Token " + token.encode() + b"\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", served.port), timeout=15) as sock:
+        sock.sendall(head + chunks)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while part := sock.recv(65536):
+            received += part
+    status, headers, body = parse(received)
+    assert (status, headers["content-type"]) == (400, "application/json"), received[:400]
+    assert json.loads(body) == {"detail": "The request body could not be read."}
+    assert json.loads(request(served.base, "GET", url).body)["p8n"] == before

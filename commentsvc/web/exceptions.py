@@ -63,6 +63,12 @@ class TooLarge(APIError):
     default_detail = "The request body is too large."
 
 
+class UnreadableBody(APIError):
+    """400: the server could not read the body as its framing says (malformed chunks)."""
+
+    default_detail = "The request body could not be read."
+
+
 class LengthRequired(APIError):
     """A body sent without a length that the WSGI server does not end for the app."""
 

@@ -1,7 +1,8 @@
 """Reading the fields of a write: JSON or form data, within a size limit.
 
 Every way a body can be unreadable gets its own clear answer: too large 413, a media
-type the API does not parse 415, malformed JSON 400, JSON that is not an object 400.
+type the API does not parse 415, malformed JSON 400, JSON that is not an object 400,
+chunks the server cannot decode 400.
 A repeated form field counts by its last value and an empty one is missing, as in the
 query string.
 
@@ -26,6 +27,7 @@ from commentsvc.web.exceptions import (
     APIError,
     LengthRequired,
     TooLarge,
+    UnreadableBody,
     UnsupportedMediaType,
     ValidationFailed,
 )
@@ -66,7 +68,13 @@ def read_body(req: Request, max_bytes: int) -> bytes:
         if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             raise LengthRequired()
         return b""  # neither a length nor chunks: no body
-    body = _read_at_most(environ["wsgi.input"], max_bytes + 1 if length is None else length)
+    try:
+        body = _read_at_most(environ["wsgi.input"], max_bytes + 1 if length is None else length)
+    except Exception as exc:  # noqa: BLE001 - any server's way of saying the body is broken
+        # The server decodes chunks as the app reads them: a chunk size that is no number,
+        # a chunk without its line end, or a chunked body cut off raises from the stream
+        # (gunicorn's own exception classes, an OSError for a connection gone).
+        raise UnreadableBody() from exc
     if len(body) > max_bytes:
         raise TooLarge()
     if length is not None and len(body) < length:
