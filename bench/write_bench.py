@@ -24,6 +24,10 @@ list, of each kind's and of each target's runs 1..n in (date, id) order with its
 row saying n, every target's pages (over HTTP) hold exactly its comments newest first,
 every 201 is stored once and every 204 left its comment deleted.
 
+``--ahead`` first adds to each database one comment dated a day ahead of the clock (as
+an import or another node's clock may), so that every post is placed below it, one at a
+time (storage.posting).
+
 ``--before DIR`` measures another checkout (an earlier commit) the same way in the same
 run, served at the same time on its own database seeded alike; the write steps take turns
 (each number of clients on both checkouts before the next), so that a drift of the
@@ -32,7 +36,7 @@ order swapped every other round) and reports each figure's median, the rounds ke
 beside it. ``--chart PNG`` draws writes a second and p99 by clients (matplotlib).
 
     .venv/bin/python bench/write_bench.py [--duration 8] [--comments 100000]
-        [--clients 1,2,4,8,16] [--before DIR] [--rounds 1] [--front] [--json FILE]
+        [--clients 1,2,4,8,16] [--before DIR] [--rounds 1] [--front] [--ahead] [--json FILE]
         [--chart bench/results/writes.png]
 """
 
@@ -430,6 +434,23 @@ def check(database_url: str, base: str, writers: Writers) -> dict:
             and stored_once and not_deleted == 0}
 
 
+def date_one_ahead(database_url: str, target: tuple[str, int], author_id: int) -> None:
+    """Add one comment on ``target`` dated a day ahead of the clock, at its place in its
+    lists (this checkout's store.add_comment)."""
+    from datetime import UTC, datetime, timedelta
+
+    from commentsvc.standalone import create_app
+    from commentsvc.storage import engine, store
+
+    app = create_app({"COMMENTSVC_DATABASE_URL": database_url})
+    with app.app_context():
+        with engine.writing(engine.get_engine()) as conn:
+            store.add_comment(conn, store.NewComment(
+                target[0], target[1], author_id, "dated ahead of the clock",
+                date_added=datetime.now(UTC).replace(tzinfo=None) + timedelta(days=1)))
+        engine.get_engine().dispose()
+
+
 def walk(base: str, content_type: str, object_id: int) -> list[int]:
     """The ids of one target's list, page by page over HTTP, as served."""
     client, ids, url = Client(base), [], f"{LIST}?content_type={content_type}&object_id={object_id}"
@@ -489,11 +510,13 @@ def main() -> None:
     parser.add_argument("--chart", type=Path, help="draw the figures into this PNG")
     parser.add_argument("--front", action="store_true",
                         help="serve each checkout with its `commentsvc serve` (nginx in front)")
+    parser.add_argument("--ahead", action="store_true",
+                        help="first add a comment dated a day ahead of the clock")
     parser.add_argument("--json", type=Path, default=RESULTS)
     args = parser.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
     report: dict = {"comments": args.comments, "duration_s": args.duration,
-                    "rounds": args.rounds, "front": args.front, "runs": {}}
+                    "rounds": args.rounds, "front": args.front, "ahead": args.ahead, "runs": {}}
     admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
     roots = [("before", args.before.resolve())] if args.before else []
     roots.append(("after" if args.before else "this checkout", ROOT))
@@ -504,6 +527,8 @@ def main() -> None:
                 print(f"{label}: {root}", flush=True)
                 url = stack.enter_context(scratch_database("commentsvc_bench_writes", admin))
                 community = prepare(url, comments=args.comments, targets=100, posters=8)
+                if args.ahead:
+                    date_one_ahead(url, community.targets[0], next(iter(community.tokens)))
                 base = stack.enter_context(service(root, url, args.workers, args.front))
                 checkouts.append(Checkout(label, url, base, Writers(
                     base, dict(community.tokens), community.targets, uuid.uuid4().hex[:10],

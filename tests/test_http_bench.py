@@ -377,3 +377,22 @@ def test_the_write_bench_reads_page1_from_a_process_of_its_own_beside_the_writer
     assert len(_Recording.asked) == len(alone) + len(during)
     processes = {agent.removeprefix("write-bench/") for agent in _Recording.asked}
     assert len(processes) == 1 and processes != {str(os.getpid())}
+
+
+def test_the_write_bench_can_date_a_comment_ahead_of_the_clock(app, community):
+    """--ahead: one comment on the target, a day ahead, on top of its three lists, every
+    position still exact; posts then go below it."""
+    from helpers import assert_positions_exact
+
+    url = app.config["COMMENTSVC_DATABASE_URL"]
+    write_bench.date_one_ahead(url, ("comics.comicpage", 10), 1)
+    client = app.test_client()
+    for query in ("", "?content_type=comics.comicpage&object_id=10"):
+        assert client.get("/api/comments/" + query).get_json()["results"][0]["body"] == \
+            "dated ahead of the clock"
+    posted = client.post("/api/comments/", headers=community.auth("ann"), json={
+        "content_type": "comics.comicpage", "object_id": 10, "body": "now"})
+    assert posted.status_code == 201
+    assert client.get("/api/comments/").get_json()["results"][1]["id"] == posted.get_json()["id"]
+    with app.app_context(), engine.get_engine().connect() as conn:
+        assert_positions_exact(conn)

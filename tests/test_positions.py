@@ -146,3 +146,43 @@ def test_marking_read_bumps_versions_once_per_change(app, sample):
     client = app.test_client()
     body = client.get("/api/comments/?content_type=users.user&object_id=10").get_json()
     assert [e["is_read"] for e in body["results"] if e["id"] == 1222] == [True]
+
+
+def test_a_post_below_a_later_comment_reads_only_what_sorts_after_it(pg_app):
+    """A comment dated ahead of the clock (an import, another node's clock) sends posts
+    the slow way; finding each one's place reads the list's position index down from its
+    newest comment, so the later comments and the one before them, not the whole list
+    (a count of everything before it read every comment of the site for every post)."""
+    from commentsvc.operations import demo
+    from commentsvc.storage.queries import positions
+
+    with pg_app.app_context(), engine.writing(engine.get_engine()) as conn:
+        demo.seed(conn, comments=3000, targets=3, seed=1, progress=False)
+    with pg_app.app_context(), engine.get_engine().connect() as conn:
+        content_type, object_id, author_id = conn.exec_driver_sql(
+            "SELECT content_type, object_id, MIN(author_id) FROM commentsvc_comment "
+            "GROUP BY 1, 2 ORDER BY COUNT(*) DESC LIMIT 1").one()
+    ahead = datetime.now() + timedelta(days=1)
+    later = add(pg_app, content_type=content_type, object_id=object_id, author_id=author_id,
+                body="from the future", date_added=ahead)
+    key = {"date_added": datetime.now(), "id": later + 1, "content_type": content_type,
+           "object_id": object_id}
+    with pg_app.app_context(), engine.get_engine().connect() as conn:
+        conn.exec_driver_sql("ANALYZE commentsvc_comment")
+        for statement in (positions.SITE_BEFORE, positions.KIND_BEFORE, positions.TARGET_BEFORE):
+            compiled = statement.compile(dialect=conn.dialect)
+            plan = conn.exec_driver_sql(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + str(compiled),
+                {name: key[name] for name in compiled.params}).scalar_one()[0]["Plan"]
+            scans = list(nodes(plan, "Index Scan"))
+            assert [scan["Scan Direction"] for scan in scans] == ["Backward"], plan
+            read = scans[0]["Actual Rows"] + scans[0].get("Rows Removed by Filter", 0)
+            assert read == 2, plan  # the later comment and the one before the key
+
+
+def nodes(plan: dict, kind: str):
+    """The nodes of an EXPLAIN (FORMAT JSON) plan of one type, depth first."""
+    if plan["Node Type"] == kind:
+        yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child, kind)

@@ -153,6 +153,30 @@ def test_a_clock_behind_the_newest_comment_places_posts_below_it(app, client, co
         outcomes[0].comment.id, outcomes[1].comment.id]
 
 
+def test_an_imported_comment_with_the_largest_id_leaves_posts_the_free_ids_below(
+        app, client, community):
+    """An import may take the largest id there is (2^63 - 1); posts written after it take
+    the highest free ids below it instead of failing on the next one up."""
+    from conftest import insert_records
+
+    top = 2**63 - 1
+    insert_records(app, [{
+        "type": "comment", "id": top, "content_type": "comics.comicpage", "object_id": 11,
+        "parent_id": None, "author_id": 2, "body": "imported last", "is_deleted": False,
+        "date_added": "2020-06-01T00:00:00Z", "is_anonymous": False, "is_read": False}])
+    outcomes = write_batch(app, lambda: [request_of(ANN, body="one"),
+                                         request_of(BOB, body="two")])
+    assert [o.comment.id for o in outcomes] == [top - 1, top - 2]
+    posted = client.post(URL, headers=community.auth("carol"), json={
+        "content_type": "comics.comicpage", "object_id": 11, "body": "over HTTP"})
+    assert posted.status_code == 201, posted.get_json()
+    assert posted.get_json()["id"] == top - 3
+    page = client.get(URL + "?content_type=comics.comicpage&object_id=11").get_json()
+    assert [c["id"] for c in page["results"][:2]] == [top - 3, top]  # by date: newest first
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
+
+
 def test_posts_at_once_are_batched_and_every_list_stays_exact(app, community, monkeypatch):
     """Threads post together while each batch takes a while: later posts queue and are
     written in batches of several; every post is answered, listed once, in order."""

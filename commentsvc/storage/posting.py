@@ -156,14 +156,17 @@ def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewCo
     next id and the batch's one date, so each is the newest comment of its three lists
     and goes on top of them (position = size + 1, the sizes read with the facts). On
     PostgreSQL the comments, their lists' sizes and their events are written in one
-    statement. Only a clock that went back behind the site's newest comment sends a
-    batch the slow way, one post at a time (store.add_comment), which makes room below.
+    statement. Only a clock behind the site's newest comment (a slow clock, a comment
+    imported with a later date) sends a batch the slow way, one post at a time
+    (store.add_comment), which makes room below the later comments; and so do ids that
+    would pass the largest one (an import took it), which take free ids below it.
     """
     if not posts:
         return []
     renderer = renders.for_settings(settings)
     now = datetime.now(UTC).replace(tzinfo=None)
-    if facts.newest_date is not None and now < facts.newest_date:
+    if (facts.newest_date is not None and now < facts.newest_date) \
+            or facts.max_id > INT64_MAX - len(posts):
         return [_write_one(conn, post, renderer) for post in posts]
     sizes = dict(facts.sizes)
     rows, made = [], []
@@ -220,7 +223,7 @@ def _subject(comment: store.Comment, post: store.NewComment) -> Subject:
 
 def _write_one(conn: Connection, post: store.NewComment,
                renderer: renders.Renderer) -> tuple[store.Comment, str]:
-    """One post the slow way (a clock behind the newest comment): placed by
+    """One post the slow way (see write_batch): placed by
     store.add_comment, which makes room for it, then rendered and its event recorded."""
     comment = store.one(conn, store.add_comment(conn, replace(post, date_added=None)))
     if comment is None:  # written in this very transaction

@@ -11,6 +11,7 @@ from sqlalchemy import TextClause, TextualSelect
 from sqlalchemy.engine import Connection
 
 from commentsvc.rules.comment_lists import CommentList, lists_of
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.storage.queries import listing, positions, writes
 
 
@@ -168,7 +169,7 @@ def add_comment(conn: Connection, new: NewComment) -> int:
     A comment newer than each list's newest (the usual case) goes on top without touching
     other rows; a back-dated one shifts the later positions of that list by one.
     """
-    comment_id: int = conn.execute(positions.NEXT_ID).scalar_one()
+    comment_id = next_id(conn)
     date_added = new.date_added or datetime.now(UTC).replace(tzinfo=None)
     parent_id = new.parent_id
     if parent_id is not None:  # nesting is one level: a reply to a reply joins the root
@@ -190,6 +191,18 @@ def add_comment(conn: Connection, new: NewComment) -> int:
         conn.execute(positions.COUNT_ONE_MORE, {"list_key": comments.key,
                                                 "first_version": started})
     return comment_id
+
+
+def next_id(conn: Connection) -> int:
+    """The id of a new comment: the next above the highest, or, once the highest is the
+    largest id there is (an import may bring it), the highest free one below it."""
+    highest: int = conn.execute(positions.HIGHEST_ID).scalar_one()
+    if highest < INT64_MAX:
+        return highest + 1
+    free: int | None = conn.execute(positions.HIGHEST_FREE_ID).scalar()
+    if free is None:  # every id from 1 up is taken
+        raise OverflowError("no comment id is left")
+    return free
 
 
 def _place(conn: Connection, column: str, size: int, scope: dict[str, Any],

@@ -58,9 +58,19 @@ COUNT_ONE_MORE = text("""
     SET n = commentsvc_list_count.n + 1, version = commentsvc_list_count.version + 1
 """)
 
-# The id a new comment gets (primary key index: reads one entry).
-NEXT_ID = text("""
-    SELECT COALESCE(MAX(id), 0) + 1 FROM commentsvc_comment
+# The highest comment id (primary key index: reads one entry); a new comment gets the next.
+HIGHEST_ID = text("""
+    SELECT COALESCE(MAX(id), 0) FROM commentsvc_comment
+""")
+
+# The highest free id below the highest one, once that is the largest id there is (an
+# import may hold it): the primary key read downwards to its first gap.
+HIGHEST_FREE_ID = text("""
+    SELECT c.id - 1 FROM commentsvc_comment AS c
+    WHERE c.id > 1
+      AND NOT EXISTS (SELECT 1 FROM commentsvc_comment AS d WHERE d.id = c.id - 1)
+    ORDER BY c.id DESC
+    LIMIT 1
 """)
 
 # The thread root of a comment: itself, or its parent (primary key).
@@ -81,21 +91,33 @@ TARGET_AT = text("""
     WHERE content_type = :content_type AND object_id = :object_id AND target_pos = :pos
 """).columns(date_added=DateTime())
 
-# How many comments of each list sort before (date_added, id). Scans the list, so it runs
-# only for a comment dated before the newest one (a slow clock, a back-dated write).
+# The position of the last comment of each list that sorts before (date_added, id) (0:
+# none), for a comment dated before the newest one (a slow clock, a comment dated ahead
+# of it): the list's position index read downwards from its newest, so it reads only the
+# comments that sort after the key and the one before them (a full count of what sorts
+# before would read the whole list for every such post).
 SITE_BEFORE = text("""
-    SELECT COUNT(*) FROM commentsvc_comment
-    WHERE date_added < :date_added OR (date_added = :date_added AND id < :id)
+    SELECT COALESCE(MAX(site_pos), 0) FROM (
+        SELECT site_pos FROM commentsvc_comment
+        WHERE date_added < :date_added OR (date_added = :date_added AND id < :id)
+        ORDER BY site_pos DESC LIMIT 1
+    ) AS last_before
 """).bindparams(bindparam("date_added", type_=DateTime()))
 KIND_BEFORE = text("""
-    SELECT COUNT(*) FROM commentsvc_comment
-    WHERE content_type = :content_type
-      AND (date_added < :date_added OR (date_added = :date_added AND id < :id))
+    SELECT COALESCE(MAX(kind_pos), 0) FROM (
+        SELECT kind_pos FROM commentsvc_comment
+        WHERE content_type = :content_type
+          AND (date_added < :date_added OR (date_added = :date_added AND id < :id))
+        ORDER BY kind_pos DESC LIMIT 1
+    ) AS last_before
 """).bindparams(bindparam("date_added", type_=DateTime()))
 TARGET_BEFORE = text("""
-    SELECT COUNT(*) FROM commentsvc_comment
-    WHERE content_type = :content_type AND object_id = :object_id
-      AND (date_added < :date_added OR (date_added = :date_added AND id < :id))
+    SELECT COALESCE(MAX(target_pos), 0) FROM (
+        SELECT target_pos FROM commentsvc_comment
+        WHERE content_type = :content_type AND object_id = :object_id
+          AND (date_added < :date_added OR (date_added = :date_added AND id < :id))
+        ORDER BY target_pos DESC LIMIT 1
+    ) AS last_before
 """).bindparams(bindparam("date_added", type_=DateTime()))
 
 # Make room at a position of each list for a back-dated comment (the list's position index).
