@@ -34,6 +34,10 @@ def test_the_unit_stops_every_process_and_restarts_on_failure():
         "/run/" + service["RuntimeDirectory"])
     # longer than a graceful stop (gunicorn's graceful_timeout, 30 s)
     assert int(service["TimeoutStopSec"]) > 30
+    # room for nginx's connections: each client's and the one to gunicorn it may hold
+    from commentsvc.operations.front import FrontConfig
+
+    assert int(service["LimitNOFILE"]) >= 2 * FrontConfig.worker_connections + 64
 
 
 def test_the_deliverer_unit_runs_deliver_beside_the_service_and_always_restarts():

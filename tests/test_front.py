@@ -370,3 +370,28 @@ def test_a_request_line_nginx_takes_is_served_by_gunicorn_too(stack):
     status, headers, body = parse(received)
     assert (status, headers["content-type"]) == (200, "application/json")
     assert len(json.loads(body)["results"]) == 30
+
+
+def test_a_thousand_slow_bodies_from_one_client_shut_no_one_out(stack):
+    """1,200 connections that each sent a POST's headers and one byte of its body (nginx
+    keeps each until 5 s without a byte): other clients are still answered. With nginx's
+    default of 1,024 connections per worker they were not."""
+    head = (b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 500\r\n\r\n{")
+    held: list[socket.socket] = []
+    try:
+        for _ in range(1200):
+            held.append(socket.create_connection(("127.0.0.1", stack.port), timeout=5))
+            held[-1].sendall(head)
+        time.sleep(0.5)  # nginx has taken them
+        answers = [request_status(stack.base, "/api/comments/?page_size=10") for _ in range(5)]
+    finally:
+        for sock in held:
+            sock.close()
+    assert answers == [200] * 5
+
+
+def request_status(base: str, path: str) -> int:
+    from harness.servers import request
+
+    return request(base, "GET", path, timeout=3).status

@@ -55,7 +55,7 @@ class FrontConfig:
     max_body_bytes: int
     write_socket: Path | None = None
     nginx_workers: int = 1
-    worker_connections: int = 1024
+    worker_connections: int = 8192  # per nginx worker; each may hold one to gunicorn too
     app_timeout_seconds: int = 35  # just over gunicorn's timeout: its own verdict comes first
     shutdown_seconds: int = 35
 
