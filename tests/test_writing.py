@@ -110,6 +110,7 @@ def test_a_reply_to_a_reply_joins_the_thread_root(client, community):
     ({"parent": 103}, {"parent": ["A deleted comment cannot be replied to."]}),
     ({"parent": "x"}, {"parent": ["A valid integer is required."]}),
     ({"is_anonymous": "perhaps"}, {"is_anonymous": ["Must be a valid boolean."]}),
+    ({"is_anonymous": None}, {"is_anonymous": ["This field may not be null."]}),
 ])
 def test_bad_fields_are_400_and_write_nothing(app, client, community, fields, errors):
     before = table_rows(app)

@@ -284,8 +284,8 @@ class NewCommentSchema(Schema):
     object_id = WholeNumber(required=True, error_messages=_REQUIRED)
     body = Text(required=True, error_messages={**_REQUIRED, "invalid": "Not a valid string."})
     parent = WholeNumber(load_default=None, allow_none=True)
-    is_anonymous = fields.Boolean(load_default=False,
-                                  error_messages={"invalid": "Must be a valid boolean."})
+    is_anonymous = fields.Boolean(load_default=False, error_messages={
+        "invalid": "Must be a valid boolean.", "null": _REQUIRED["null"]})
 
     def __init__(self, *, content_types: tuple[str, ...] = (), max_body_length: int = 5000,
                  **kwargs: Any) -> None:
