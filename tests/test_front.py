@@ -395,3 +395,23 @@ def request_status(base: str, path: str) -> int:
     from harness.servers import request
 
     return request(base, "GET", path, timeout=3).status
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_client_that_half_closes_after_its_request_still_gets_the_answer(stack, method):
+    """A client may shut its side of the connection once its request is sent (shutdown
+    SHUT_WR) and read on: nginx passes the answer on rather than taking it for a client
+    gone (a post would be written and its 201 lost)."""
+    body = b'{"content_type": "users.user", "object_id": 1, "body": "half"}'
+    request_bytes = (f"{method} /api/comments/ HTTP/1.1\r\nHost: x\r\n".encode()
+                     + (b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+                        if method == "POST" else b"")
+                     + b"Connection: close\r\n\r\n" + (body if method == "POST" else b""))
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=15) as sock:
+        sock.sendall(request_bytes)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while part := sock.recv(65536):
+            received += part
+    status, headers, _body = parse(received)
+    assert status == (200 if method == "GET" else 401), received[:300]
