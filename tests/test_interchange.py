@@ -435,6 +435,7 @@ REJECTIONS = [
     pytest.param([user(5, "x", 5)], 1, ["'avatar' must be a string or null"],
                  id="avatar-int"),
     pytest.param([user(5, None)], 1, ["'username' must be a string"], id="username-null"),
+    pytest.param([user(5, "")], 1, ["'username' must not be empty"], id="username-empty"),
     pytest.param([page(11, ["t"])], 1, ["'title' must be a string", "array"],
                  id="title-array"),
     pytest.param([comment(200, body=5)], 1, ["'body' must be a string"], id="body-int"),

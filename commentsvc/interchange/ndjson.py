@@ -391,6 +391,15 @@ def _string(field: str, value: Any) -> str:
     return value
 
 
+def _name(field: str, value: Any) -> str:
+    """A user's name: a comment shows it in its author's URL and avatar path, which an
+    empty name would leave without a segment (/user//)."""
+    name = _string(field, value)
+    if not name:
+        raise _Invalid(f"field {field!r} must not be empty")
+    return name
+
+
 def _optional_string(field: str, value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -451,7 +460,7 @@ class _RecordParser:
         self.content_types = content_types
         self.max_body_length = max_body_length
         self.fields: dict[str, tuple[tuple[str, Check], ...]] = {
-            "user": (("id", _id), ("username", _string), ("avatar", _optional_string)),
+            "user": (("id", _id), ("username", _name), ("avatar", _optional_string)),
             "comicpage": (("id", _id), ("title", _string)),
             "comment": (
                 ("id", _id), ("content_type", self._content_type), ("object_id", _id),
