@@ -291,7 +291,7 @@ NASTY_BODIES = ["\\N", " \\ ", "\\.", "tab\there", "back\\slash\\t", "cr\rlf\r\n
 
 
 def test_nasty_strings_round_trip(app, runner, tmp_path):
-    records = [user(1, "Tab\tName", ""), user(2, "", None), user(3, "\\N", "\\N"), page(10, "")]
+    records = [user(1, "Tab\tName", ""), user(2, " ", None), user(3, "\\N", "\\N"), page(10, "")]
     records += [comment(20 + k, body=body, author_id=1 + k % 3)
                 for k, body in enumerate(NASTY_BODIES)]
     result = import_file(runner, write(tmp_path, records))
