@@ -7,6 +7,7 @@ from __future__ import annotations
 import doctest
 import json
 import logging
+import time
 
 import pytest
 from test_metrics import requests_counted
@@ -481,3 +482,26 @@ def test_without_a_cache_a_revalidation_is_answered_304_before_flask(uncached):
     built = client.get(LIST)  # remembered, nothing cached: built without a counter read
     assert flasks.status_code == fast.status_code == 304 and len(calls) == 2
     assert answer(fast) == answer(flasks) and built.headers["ETag"] == asked["If-None-Match"]
+
+
+def test_a_request_it_hands_to_flask_is_timed_from_when_it_arrived(client, sample, caplog,
+                                                                    monkeypatch):
+    """A counter read that failed in the lane (a hung database waits out its deadline)
+    counts in the request's logged duration, not only Flask's own part."""
+    client.get(LIST)
+    client.get(LIST)  # remembered: the next one reads the counter in the lane
+    real = counters.ListStateReader.read
+
+    def slow_failure(self, key):
+        monkeypatch.setattr(counters.ListStateReader, "read", real)
+        time.sleep(0.3)
+        raise RuntimeError("the database did not answer")
+
+    monkeypatch.setattr(counters.ListStateReader, "read", slow_failure)
+    caplog.set_level(logging.INFO, logger="commentsvc.request")
+    caplog.clear()
+    assert client.get(LIST).status_code == 200  # Flask's answer
+    formatter = request_log.JsonFormatter()
+    [line] = [json.loads(formatter.format(record)) for record in caplog.records
+              if getattr(record, "fields", {}).get("path") == LIST]
+    assert line["duration_ms"] >= 300

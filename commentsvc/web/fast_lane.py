@@ -170,6 +170,9 @@ class FastLane:
         key = _key(environ)
         if key is None:
             return self.flask_wsgi(environ, start_response)
+        # Flask's request log times a request this lane hands on from here, not from when
+        # Flask got it (a counter read that failed here may have waited out a deadline).
+        environ[request_log.STARTED] = perf_counter()
         found = self.remembered.get(key)
         if found is None:
             return self._by_shape(environ, start_response, key)
