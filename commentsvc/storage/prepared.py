@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from commentsvc.storage.deadline import DatabaseNoAnswer
+from commentsvc.storage.engine import hung
 from commentsvc.storage.queries.prepared import Prepared
 
 # SQLSTATE of "prepared statement ... does not exist".
@@ -77,7 +77,7 @@ def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any
             try:
                 rows = run(conn, statement, params)
             except DBAPIError as exc:
-                dropped = exc.connection_invalidated and not isinstance(exc.orig, DatabaseNoAnswer)
+                dropped = exc.connection_invalidated and not hung(exc)
                 if attempt == 2 or not (gone(exc) or dropped):
                     raise
                 continue
