@@ -117,9 +117,15 @@ def test_standalone_paths_outside_the_api_get_json_errors_too(client):
 
 
 def test_missing_trailing_slash_redirects(client):
-    response = client.get("/api/comments")
+    response = client.get("/api/comments?page=2&x=1")
     assert response.status_code == 308
-    assert response.headers["Location"].endswith("/api/comments/")
+    assert response.headers["Location"] == "http://localhost/api/comments/?page=2&x=1"
+    # a JSON answer like every other under the API, not the router's HTML page
+    assert response.mimetype == "application/json"
+    assert response.get_json() == {
+        "detail": "Moved permanently to http://localhost/api/comments/?page=2&x=1"}
+    assert response.headers["Vary"] == "Accept"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
 
 
 def test_unexpected_error_is_json_500_without_a_traceback(client, monkeypatch):

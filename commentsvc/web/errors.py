@@ -119,3 +119,16 @@ def install_error_handler(app: Flask, api_prefix: str) -> None:
         return cast(ResponseReturnValue, app.ensure_sync(previous)(exc)) if previous else exc
 
     app.register_error_handler(HTTPException, handle_http_error)
+
+    def redirect_as_json(response: Response) -> Response:
+        """A path missing only its final slash is redirected by the router (308) with
+        Werkzeug's HTML page for a body, which no error handler sees: under the prefix it
+        is JSON, as every other answer there."""
+        if isinstance(request.routing_exception, RequestRedirect) \
+                and request.path.startswith(api_prefix) and response.location:
+            return api_response(error_body(f"Moved permanently to {response.location}"),
+                                response.status_code, {"Location": response.location},
+                                allow_for(None))
+        return response
+
+    app.after_request(redirect_as_json)
