@@ -149,6 +149,10 @@ def test_the_default_body_limit_is_5000_characters(client, community):
      {"non_field_errors": ["Invalid data. Expected a dictionary, but got list."]}),
     (b'{"body": "\\ud800"}', "application/json", 400, None),
     (b"body=hi", "text/plain", 415, 'Unsupported media type "text/plain" in request.'),
+    (b"content_type=comics.comicpage&object_id=10&body=MK-%ff%fe",
+     "application/x-www-form-urlencoded", 400, "The form data is not valid UTF-8."),
+    (b"content_type=comics.comicpage&object_id=10&body=MK-\xff\xfe",
+     "application/x-www-form-urlencoded", 400, "The form data is not valid UTF-8."),
     (b"<x/>", "application/xml; charset=utf-8", 415,
      'Unsupported media type "application/xml; charset=utf-8" in request.'),
 ])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from io import BytesIO
 from typing import Any
+from urllib.parse import parse_qsl
 
 import orjson
 from flask import Request
@@ -96,7 +97,15 @@ def _read_at_most(stream: Any, limit: int) -> bytes:
 
 
 def _form_fields(req: Request, body: bytes, max_bytes: int) -> dict[str, Any]:
-    """Form fields parsed from the body already read (urlencoded or multipart)."""
+    """Form fields parsed from the body already read (urlencoded or multipart); an
+    urlencoded body whose text is not UTF-8, raw or percent-encoded, is refused (Werkzeug
+    would keep an undecodable %FF as its three characters, and drop every field for a raw
+    byte that is not UTF-8)."""
+    if req.mimetype == FORM_TYPES[0]:
+        try:
+            parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+        except UnicodeDecodeError as exc:
+            raise APIError("The form data is not valid UTF-8.") from exc
     parser = req.make_form_data_parser()
     parser.max_content_length = max_bytes
     try:
