@@ -172,12 +172,11 @@ class FastLane:
             return self.flask_wsgi(environ, start_response)
         # Flask's request log times a request this lane hands on from here, not from when
         # Flask got it (a counter read that failed here may have waited out a deadline).
-        environ[request_log.STARTED] = perf_counter()
+        started = environ[request_log.STARTED] = perf_counter()
         found = self.remembered.get(key)
         if found is None:
-            return self._by_shape(environ, start_response, key)
+            return self._by_shape(environ, start_response, key, started)
         self._used(self.remembered, key)
-        started = perf_counter()
         cache = self.service.page_cache
         if cache is None and "HTTP_IF_NONE_MATCH" not in environ:  # nothing to spare
             return self._built_or_flask(environ, start_response, key, _shape(key), found,
@@ -199,7 +198,7 @@ class FastLane:
         return self._through_flask(environ, start_response, key)
 
     def _by_shape(self, environ: WSGIEnvironment, start_response: StartResponse,
-                  key: tuple[Any, ...]) -> Iterable[bytes]:
+                  key: tuple[Any, ...], started: float) -> Iterable[bytes]:
         """A request not remembered: built here when Flask answered one of its shape (the
         same but for the page number) and it is not one the cache may spare (it names a
         tag, or this process cached it lately: Flask answers those, and from its answer
@@ -211,9 +210,9 @@ class FastLane:
         self._used(self.shapes, shaped[0])
         if self._may_be_cached(learned.candidate, environ):
             return self._from_cache(environ, start_response, key, shaped, learned,
-                                    perf_counter())
+                                    started)
         return self._built_or_flask(environ, start_response, key, shaped, learned,
-                                    perf_counter())
+                                    started)
 
     def _from_cache(self, environ: WSGIEnvironment, start_response: StartResponse,
                     key: tuple[Any, ...], shaped: tuple[tuple[Any, ...], int],
