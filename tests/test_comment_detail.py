@@ -46,6 +46,24 @@ def test_no_such_comment_is_404(client, community, path):
     assert response.get_json() == {"detail": "Not found."}
 
 
+# Other scripts' digits for 100 (fullwidth, Arabic-Indic, Devanagari), raw and encoded:
+# Python's int() and Werkzeug's int converter read them as 100.
+OTHER_DIGITS = ["\uff11\uff10\uff10", "\u0661\u0660\u0660", "\u0967\u0966\u0966",
+                "%EF%BC%91%EF%BC%90%EF%BC%90", "1\u0660\u0660"]
+
+
+@pytest.mark.parametrize("digits", OTHER_DIGITS)
+def test_an_id_in_other_digits_names_no_comment(client, community, digits):
+    before = table_rows(client.application)
+    for method in ("get", "patch", "delete", "options"):
+        response = getattr(client, method)(url(digits), headers=community.auth("ann"),
+                                           json={"is_read": True} if method == "patch" else None)
+        assert response.status_code == 404, method
+        assert response.get_json() == {"detail": "Not found."}
+    assert table_rows(client.application) == before
+    assert client.get(url(100)).status_code == 200  # the same id in ASCII digits
+
+
 def test_options_describes_the_comment_endpoint(client, community):
     response = client.options(url(100))
     assert response.status_code == 200

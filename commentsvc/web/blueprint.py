@@ -10,6 +10,8 @@ error under its /api/ prefix is answered as JSON.
 from __future__ import annotations
 
 from flask import Blueprint, Flask, Response
+from flask.blueprints import BlueprintSetupState
+from werkzeug.routing import IntegerConverter
 
 from commentsvc.operations import cli, event_commands, request_log, startup
 from commentsvc.rules.identifiers import INT64_MAX
@@ -28,10 +30,27 @@ class _Blueprint(Blueprint):
         return response
 
 
+class AsciiIdConverter(IntegerConverter):
+    """Werkzeug's ``int`` whose digits are ASCII only: its ``\\d+`` also takes other
+    scripts' digits (``/api/comments/１/`` would name comment 1), which the API
+    promises are 404."""
+
+    regex = r"[0-9]+"
+
+
+# The converter the comment's own route names, registered in the app before that route.
+ID_CONVERTER = "commentsvc_id"
+
+
+def _register_converter(state: BlueprintSetupState) -> None:
+    state.app.url_map.converters[ID_CONVERTER] = AsciiIdConverter
+
+
 # The browsable page's templates and stylesheet travel with the blueprint, its static
 # files under the API's own prefix wherever the blueprint is mounted.
 comments_api = _Blueprint("commentsvc", __name__, cli_group=None, template_folder="templates",
                          static_folder="static", static_url_path="/api/static")
+comments_api.record(_register_converter)
 
 comments_api.add_url_rule(
     "/api/comments/",
@@ -41,9 +60,9 @@ comments_api.add_url_rule(
 # A list's newest comments as Atom (GET and HEAD; no OPTIONS, as the other documents).
 comments_api.add_url_rule("/api/comments/feed/",
                           view_func=CommentFeedView.as_view("comment_feed"), methods=["GET"])
-# Ids are positive 64-bit integers; anything else names no comment (404).
+# Ids are positive 64-bit integers in ASCII digits; anything else names no comment (404).
 comments_api.add_url_rule(
-    f"/api/comments/<int(min=1, max={INT64_MAX}):comment_id>/",
+    f"/api/comments/<{ID_CONVERTER}(min=1, max={INT64_MAX}):comment_id>/",
     view_func=CommentDetailView.as_view("comment_detail"),
     methods=["GET", "PATCH", "DELETE", "OPTIONS"],
 )
