@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import pytest
 import redis
+from sqlalchemy.exc import OperationalError
 
 from app import create_app
 from commentsvc.settings import SettingsError
-from commentsvc.storage import engine
+from commentsvc.storage import engine, posting
+from commentsvc.web import auth, current, write_batches
 from conftest import REDIS_TEST_URL, Community, make_app, require_redis, table_rows
 from helpers import assert_error
 
 URL = "/api/comments/"
 POST = {"content_type": "comics.comicpage", "object_id": 10, "body": "again"}
+# POST as the view hands it to a batch, its fields checked.
+POST_FIELDS = {**POST, "parent": None, "is_anonymous": False}
 
 
 @pytest.fixture
@@ -50,6 +54,41 @@ def test_refused_posts_do_not_count(limited):
         assert response.status_code == 400
     for _ in range(2):
         assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 201
+
+
+def test_posts_their_transaction_failed_to_write_do_not_count(limited, monkeypatch):
+    """A post answered 503 wrote nothing (its client sends it again): it must not use up
+    the user's turns, as it did when a post was counted before its comment was written."""
+    app, community, client = limited
+    real = posting.write_batch
+
+    def failing(*_args, **_kwargs):
+        raise OperationalError("INSERT", {}, Exception("canceling statement: lock timeout"))
+
+    monkeypatch.setattr(posting, "write_batch", failing)
+    before = table_rows(app)
+    for _ in range(3):
+        response = client.post(URL, json=POST, headers=community.auth("ann"))
+        assert response.status_code == 503
+    assert table_rows(app) == before
+    monkeypatch.setattr(posting, "write_batch", real)
+    for _ in range(2):
+        assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 201
+    assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 429
+
+
+def test_posts_written_together_count_each(limited):
+    """Posts by one user that meet in one batch are checked against each other too."""
+    app, community, client = limited
+    service = current.of(app)
+    viewer = auth.Viewer(1, False, "ann", None)
+    posts = [write_batches.PostRequest(viewer, {**POST_FIELDS, "body": f"post {n}"}, None,
+                                       lambda comment_id: f"/api/comments/{comment_id}/")
+             for n in range(3)]
+    with app.app_context(), app.test_request_context():
+        outcomes = write_batches.write(service, lambda: posts)
+    assert [type(outcome).__name__ for outcome in outcomes] == ["Posted", "Posted", "Throttled"]
+    assert client.post(URL, json=POST, headers=community.auth("ann")).status_code == 429
 
 
 def test_an_empty_limit_turns_it_off(app_factory):

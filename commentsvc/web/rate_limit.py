@@ -1,11 +1,14 @@
 """How often one user may post, counted by the ``limits`` library (a moving window).
 
 Only comments actually written are counted: a rejected post (bad fields, no such
-target) costs nothing, so a user correcting a typo is never locked out. The counts live
-in the configured storage: ``memory://`` counts in each worker process (so N workers
-allow up to N times the rate), ``redis://`` shares them between workers and machines.
-The view takes a post's turn while it holds the writers' lock, so checking and counting
-cannot interleave between two posts.
+target) costs nothing, so a user correcting a typo is never locked out, and neither does
+a post its transaction failed to write (a lock timeout, a database error, a batch run
+again post by post), which its client will send again. The counts live in the
+configured storage: ``memory://`` counts in each worker process (so N workers allow up
+to N times the rate), ``redis://`` shares them between workers and machines. A batch
+checks each post while it holds the writers' lock (``check``, with the batch's earlier
+posts by the same user) and counts its posts once they are written, still under the
+lock (``count``), so checking and counting cannot interleave between two posts.
 
 A storage that fails (a Redis that is down or slower than 250 ms) never fails a post:
 the post is counted in this worker's memory instead, as ``memory://`` would, with a
@@ -20,6 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import redis
 from limits import parse_many
@@ -48,18 +52,25 @@ class PostRateLimit:
         self._fallback_lock = threading.Lock()
         self._backoff = Backoff("rate-limit storage (counting posts in this worker)")
 
-    def take(self, user_id: int) -> None:
-        """Count one post by ``user_id``, or raise Throttled (429) if that would exceed a
-        limit; nothing is counted then. While the storage fails, this worker counts."""
-        if not self._items:
-            return
-        key = str(user_id)
+    def check(self, user_id: int, cost: int = 1) -> None:
+        """Raise Throttled (429) if ``cost`` more posts by ``user_id`` would exceed a
+        limit. Counts nothing: ``count`` does, once they are written."""
+        if self._items:
+            self._use(lambda limiter: self._check(limiter, str(user_id), cost))
+
+    def count(self, user_id: int, cost: int = 1) -> None:
+        """Count ``cost`` posts by ``user_id``, written."""
+        if self._items:
+            self._use(lambda limiter: self._hit(limiter, str(user_id), cost))
+
+    def _use(self, work: Callable[[MovingWindowRateLimiter], None]) -> None:
+        """``work`` on the storage; on this worker's counts while the storage fails."""
         if not self._backoff.resting:
             try:
-                return self._take(self._limiter, key)
+                return work(self._limiter)
             except (StorageError, redis.RedisError, OSError) as exc:
                 self._backoff.failed(exc)
-        self._take(self._fallback or self._make_fallback(), key)
+        work(self._fallback or self._make_fallback())
 
     def _make_fallback(self) -> MovingWindowRateLimiter:
         """This worker's counts, made once: two posts meeting the first failure at once
@@ -69,10 +80,12 @@ class PostRateLimit:
                 self._fallback = MovingWindowRateLimiter(MemoryStorage())
             return self._fallback
 
-    def _take(self, limiter: MovingWindowRateLimiter, key: str) -> None:
+    def _check(self, limiter: MovingWindowRateLimiter, key: str, cost: int) -> None:
         for item in self._items:
-            if not limiter.test(item, "post", key):
+            if not limiter.test(item, "post", key, cost=cost):
                 reset = limiter.get_window_stats(item, "post", key).reset_time
                 raise Throttled(max(1, math.ceil(reset - time.time())))
+
+    def _hit(self, limiter: MovingWindowRateLimiter, key: str, cost: int) -> None:
         for item in self._items:
-            limiter.hit(item, "post", key)
+            limiter.hit(item, "post", key, cost=cost)

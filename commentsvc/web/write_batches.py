@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -236,15 +237,18 @@ def _write_posts(conn: Connection, service: CommentService, posts: dict[int, Pos
     checked = posting.check_batch(facts, [news[i] for i in waiting],
                                   settings.target_exists)
     accepted: list[tuple[int, store.NewComment]] = []
+    by_user: Counter[int] = Counter()  # the posts accepted so far, by author
     for i, post_or_refusal in zip(waiting, checked, strict=True):
         if isinstance(post_or_refusal, Exception):
             outcomes[i] = post_or_refusal
             continue
+        user_id = posts[i].viewer.id
         try:
-            service.post_limiter.take(posts[i].viewer.id)
+            service.post_limiter.check(user_id, by_user[user_id] + 1)
         except APIError as exc:  # Throttled (429): this post only
             outcomes[i] = exc
             continue
+        by_user[user_id] += 1
         accepted.append((i, post_or_refusal))
     written = posting.write_batch(conn, facts, [new for _, new in accepted], settings)
     for (i, _), (comment, stored) in zip(accepted, written, strict=True):
@@ -255,6 +259,8 @@ def _write_posts(conn: Connection, service: CommentService, posts: dict[int, Pos
             idempotency.remember(conn, post.write, 201, posted.payload, posted.location,
                                  comment.id)
         outcomes[i] = posted
+    for user_id, written_posts in by_user.items():  # written: only the commit is left
+        service.post_limiter.count(user_id, written_posts)
 
 
 def _new(post: PostRequest) -> store.NewComment:
