@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flask import current_app, has_app_context
 from sqlalchemy import event, inspect
@@ -24,10 +24,12 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from commentsvc.settings import Settings
-from commentsvc.storage import bulk_lock, deadline, node_writes, outage
+from commentsvc.storage import bulk_lock, deadline, node_writes, outage, unseen_transactions
 from commentsvc.storage.database_urls import normalise_url
 from commentsvc.storage.queries import connections, list_versions, schema
+
+if TYPE_CHECKING:  # the settings are handed in; only their type is named here
+    from commentsvc.settings import Settings
 
 T = TypeVar("T")
 
@@ -74,11 +76,13 @@ def usable(engine: Engine) -> Engine:
 
 
 def protect(engine: Engine, settings: Settings) -> None:
-    """Give the primary engine its wait deadline (storage.deadline) and its outage log and
-    fail-fast window (storage.outage), from the app's settings. Safe to call again."""
+    """Give the primary engine its wait deadline (storage.deadline), its outage log and
+    fail-fast window (storage.outage), from the app's settings, and its pool the end of
+    transactions psycopg2 lost sight of (storage.unseen_transactions). Safe to call again."""
     deadline.watch(engine, settings.db_response_timeout,
                    (settings.lock_timeout_ms or settings.statement_timeout_ms) / 1000)
     outage.watch(engine, settings.db_fail_fast_seconds)
+    unseen_transactions.watch(engine)
 
 
 def snapshot(engine: Engine) -> Connection:

@@ -31,7 +31,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from commentsvc.settings import Settings
-from commentsvc.storage import deadline
+from commentsvc.storage import deadline, unseen_transactions
 from commentsvc.storage.counters import CounterReaders
 from commentsvc.storage.engine import engine_options, get_engine, mark_replica, prepare_engine
 from commentsvc.storage.list_versions import ListVersions
@@ -243,6 +243,7 @@ class ReadRouting:
                 settings.idle_in_transaction_timeout_ms))
             prepare_engine(engine)
             deadline.watch(engine, settings.db_response_timeout)
+            unseen_transactions.watch(engine)
             mark_replica(engine)
             engines.append(engine)
         router = ReplicaRouter(engines, settings.replica_max_lag_seconds,

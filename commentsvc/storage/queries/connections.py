@@ -34,3 +34,9 @@ LIFT_SESSION_TIMEOUTS = (
     "SET statement_timeout = 0",
     "SET lock_timeout = 0",
 )
+
+# The end of a PostgreSQL transaction the driver no longer knows is open (storage.
+# unseen_transactions), sent in autocommit so that no BEGIN goes before it.
+END_UNSEEN_TRANSACTION = """
+    ROLLBACK
+"""
