@@ -383,6 +383,26 @@ def test_each_post_form_served_carries_a_fresh_key(client, community):
     assert "Post a comment" not in client.get(url).get_data(as_text=True)  # no user, no form
 
 
+def test_a_key_sent_as_two_headers_is_the_one_key_they_join_into(app, client, community):
+    """Two header lines reach the app joined by "," (gunicorn) or ", " (Werkzeug): either
+    spelling, or the two lines again, is the same key, so a retry is never a second post."""
+    headers = [*community.auth("ann").items(), ("Idempotency-Key", "a-1"),
+               ("Idempotency-Key", "b-2")]
+    first = client.post(URL, json={**PAGE, "body": "two lines"}, headers=headers)
+    assert first.status_code == 201
+    for spelled in ("a-1, b-2", "a-1,b-2", "a-1 ,b-2", "a-1,\tb-2"):
+        again = post(client, community, spelled, body="two lines")
+        assert again.status_code == 201, spelled
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert again.get_data() == first.get_data()
+    again = client.post(URL, json={**PAGE, "body": "two lines"}, headers=headers)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert stored_with_body(app, "two lines") == 1
+    assert query(app, "SELECT idem_key FROM commentsvc_idempotency_key") == [("a-1, b-2",)]
+    other = post(client, community, "a-1, b-3", body="two lines")  # another key
+    assert other.status_code == 201 and "Idempotent-Replayed" not in other.headers
+
+
 def test_a_form_sent_twice_posts_once(app, client, community):
     page = client.get(URL + "?format=api", headers=community.auth("bob"))
     form = {**PAGE, "body": "double click", "parent": "",

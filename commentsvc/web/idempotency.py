@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Collection
@@ -100,14 +101,28 @@ def valid_key(value: str) -> bool:
     return 0 < len(value) <= MAX_LENGTH and all(" " <= ch <= "~" for ch in value)
 
 
+def joined(value: str) -> str:
+    """A key as one value: a header sent twice reaches the app joined by "," (gunicorn) or
+    ", " (Werkzeug's server), and one sent once may be written either way; as HTTP defines
+    for a header's list of values, the white space around a comma does not count.
+
+    >>> joined("a-1,b-2") == joined("a-1 ,  b-2") == "a-1, b-2"
+    True
+    """
+    return _COMMA.sub(", ", value) if "," in value else value
+
+
+_COMMA = re.compile(r"[ \t]*,[ \t]*")
+
+
 def key_of(req: Request, fields: dict[str, Any] | None = None) -> str | None:
     """The request's key: the header, or for a form body the ``idempotency_key`` field
     (taken out of ``fields``); None without one. 400 if it is malformed, or given both
     ways with different values. (A header sent twice reaches the app as one value joined
-    by ", ", as HTTP defines, and is taken as that one key.)"""
-    sent = {req.headers[HEADER]} if HEADER in req.headers else set()
+    by commas, as HTTP defines, and is taken as that one key: ``joined``.)"""
+    sent = {joined(req.headers[HEADER])} if HEADER in req.headers else set()
     if fields is not None and req.mimetype in FORM_TYPES and FORM_FIELD in fields:
-        sent.add(str(fields.pop(FORM_FIELD)))
+        sent.add(joined(str(fields.pop(FORM_FIELD))))
     if not sent:
         return None
     if len(sent) > 1:
