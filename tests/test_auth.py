@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import psycopg2.extensions
 import pytest
 import sqlalchemy as sa
 
@@ -32,15 +33,30 @@ def test_only_the_digest_of_a_key_is_stored(app, community):
 def test_the_key_never_reaches_the_database_only_its_digest(app, client, community):
     """The secret is never compared: the database looks up the SHA-256 of what was sent,
     an input the client cannot steer byte by byte, so how long that comparison takes tells
-    nothing about any stored key (what a constant-time comparison would guard against)."""
+    nothing about any stored key (what a constant-time comparison would guard against).
+
+    Every statement is recorded as it is sent: through SQLAlchemy, and on PostgreSQL
+    through every driver cursor of connections opened from here on (the sign-in read runs
+    on the connection the list reads keep, past SQLAlchemy's events)."""
     sent: list = []
 
     def record(_conn, _cursor, _statement, parameters, _context, _many):
         sent.append(repr(parameters))
 
+    class Recording(psycopg2.extensions.cursor):
+        def execute(self, query, vars=None):  # noqa: A002  (psycopg2's name)
+            sent.append(self.mogrify(query, vars).decode())
+            return super().execute(query, vars)
+
+    def recording(dbapi_connection, _record):
+        if isinstance(dbapi_connection, psycopg2.extensions.connection):
+            dbapi_connection.cursor_factory = Recording
+
     with app.app_context():
         engine = db.get_engine()
+    engine.dispose()  # the connections opened next record what they send
     sa.event.listen(engine, "before_cursor_execute", record)
+    sa.event.listen(engine, "connect", recording)
     try:
         key = community.tokens["ann"]
         assert client.get(URL, headers=community.auth("ann")).status_code == 200
@@ -48,8 +64,13 @@ def test_the_key_never_reaches_the_database_only_its_digest(app, client, communi
         assert client.get(URL, headers={"Authorization": "Token " + almost}).status_code == 401
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
+        sa.event.remove(engine, "connect", recording)
+        engine.dispose()
     assert any(auth.hash_key(key) in params for params in sent)
+    assert any(auth.hash_key(almost) in params for params in sent)
     assert not any(key in params or almost in params for params in sent)
+    if engine.dialect.name == "postgresql":  # the kept connection's read was recorded too
+        assert any("EXECUTE commentsvc_viewer" in params for params in sent)
 
 
 @pytest.mark.parametrize(("header", "detail"), [

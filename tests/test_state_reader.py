@@ -1,16 +1,19 @@
-"""The counter-row reader behind 304s and cached pages: same answers, one round trip, and
+"""The reader behind 304s, built pages and sign-in keys: same answers, one round trip, and
 a connection that heals itself, closes with its engine and never crosses a fork."""
 
 from __future__ import annotations
 
 import os
 
+import sqlalchemy as sa
+
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.storage import counters, store
 from commentsvc.storage import engine as db
+from commentsvc.storage.queries import auth as auth_sql
 from commentsvc.storage.queries import listing
-from commentsvc.web import current
-from conftest import backends, insert_records, terminate_backends
+from commentsvc.web import auth, current
+from conftest import Community, backends, insert_records, terminate_backends
 
 
 def reader_for(engine):
@@ -147,3 +150,56 @@ def test_a_lost_prepared_page_read_switches_to_the_plain_one(pg_app, sample_reco
     with pg_app.app_context():
         assert not reader_for(db.get_engine()).uses_prepared
     assert client.get(url).get_json() == expected  # the plain statement on the kept one
+
+
+def test_the_sign_in_read_agrees_with_the_snapshot_read(app, community):
+    with app.app_context():
+        engine = db.get_engine()
+        reader = reader_for(engine)
+        for key in [*community.tokens.values(), "f" * 40]:
+            digest = auth.hash_key(key)
+            with db.snapshot(engine) as conn:
+                expected = conn.execute(auth_sql.VIEWER_BY_DIGEST, {"digest": digest}).first()
+            assert reader.read_viewer(digest) == (tuple(expected) if expected else None)
+        assert reader.read_viewer(auth.hash_key(community.tokens["carol"])) == (
+            3, True, "carol", None)
+
+
+def test_a_signed_in_page_read_takes_no_pooled_connection(pg_app):
+    """Its key and its page are read on the kept connection: no pool checkout, so no
+    BEGIN and no ROLLBACK around the key's read."""
+    community = Community(pg_app)
+    pg_app.extensions["commentsvc"].page_cache = None  # every request reads the page
+    client = pg_app.test_client()
+    signed_in = client.get("/api/comments/", headers=community.auth("ann"))  # opens it
+    checkouts: list[object] = []
+
+    def checked_out(*_args: object) -> None:
+        checkouts.append(_args)
+
+    with pg_app.app_context():
+        engine = db.get_engine()
+    sa.event.listen(engine, "checkout", checked_out)
+    try:
+        again = client.get("/api/comments/", headers=community.auth("ann"))
+        unknown = client.get("/api/comments/", headers={"Authorization": "Token " + "f" * 40})
+    finally:
+        sa.event.remove(engine, "checkout", checked_out)
+    assert again.get_json() == signed_in.get_json()
+    assert {c["id"]: c["can_delete"] for c in again.get_json()["results"]} == {
+        103: False, 102: False, 101: False, 100: True}  # ann wrote 100
+    assert unknown.status_code == 401
+    assert checkouts == []
+
+
+def test_a_lost_prepared_sign_in_read_switches_to_the_plain_one(pg_app):
+    community = Community(pg_app)
+    client = pg_app.test_client()
+    expected = client.get("/api/comments/", headers=community.auth("ann")).get_json()
+    reader_connection_sql(pg_app, f"DEALLOCATE {auth_sql.VIEWER_PREPARED}")
+    assert client.get("/api/comments/", headers=community.auth("ann")).get_json() == expected
+    with pg_app.app_context():
+        assert not reader_for(db.get_engine()).uses_prepared
+    assert client.get("/api/comments/", headers=community.auth("ann")).get_json() == expected
+    unknown = client.get("/api/comments/", headers={"Authorization": "Token " + "f" * 40})
+    assert unknown.status_code == 401

@@ -1,14 +1,15 @@
-"""The two reads every list request needs one of, each in a single round trip: a list's
-counter row (a cached page or a 304 depends on nothing else) and a whole page in one
-statement (the counter row, the slice, the replies: queries.listing.page_read).
+"""The reads every request makes, each in a single round trip: a list's counter row (a
+cached page or a 304 depends on nothing else), a whole page in one statement (the counter
+row, the slice, the replies: queries.listing.page_read) and, signed in, the user a key
+signs in.
 
-Both run over a connection of the service's own: the driver's connection in autocommit
+They run over a connection of the service's own: the driver's connection in autocommit
 (no BEGIN, no ROLLBACK), kept open by this process (no pool checkout, no ping), each as a
 statement prepared once on it. A connection that turns out dead is thrown away and the
 read made again through the engine (once more if that connection was dead too); any
 other error is raised as SQLAlchemy's, which the service answers with 503.
 SQLite has no round trips to save (and a memory database lives in one connection), so
-there both reads go through the engine as every other does.
+there they go through the engine as every other read does.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from commentsvc.storage import outage
 from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.engine import read_snapshot
 from commentsvc.storage.prepared import UNDEFINED_PREPARED_STATEMENT
+from commentsvc.storage.queries.auth import EXECUTE_VIEWER, PREPARE_VIEWER, VIEWER_BY_DIGEST
 from commentsvc.storage.queries.listing import (
     EXECUTE_LIST_STATE,
     EXECUTE_PAGE_READ,
@@ -72,11 +74,13 @@ def positional(sql: str, paramstyle: str) -> str:
 
 
 class ListStateReader:
-    """Reads ``ListState`` rows of one engine's database, a connection per thread."""
+    """Reads ``ListState`` rows, pages and sign-in keys' users of one engine's database, a
+    connection per thread."""
 
     def __init__(self, engine: Engine):
         self._engine = engine
         self._sql = positional(LIST_STATE.text, engine.dialect.paramstyle)
+        self._viewer_sql = positional(VIEWER_BY_DIGEST.element.text, engine.dialect.paramstyle)
         self.uses_prepared = engine.dialect.name == "postgresql"
         self._local = threading.local()
         # every thread's connection, so dispose can close them all
@@ -97,6 +101,13 @@ class ListStateReader:
                          lambda conn: _page_on(conn, read))
         first = rows[0]
         return ListState(first[0], first[1]), rows if first[2] is not None else []
+
+    def read_viewer(self, digest: str) -> tuple[Any, ...] | None:
+        """The (id, is_staff, username, avatar) of the user a key's digest signs in, or
+        None when no such key is kept."""
+        row = self._run(lambda cursor: self._fetch_viewer(cursor, digest),
+                        lambda conn: conn.execute(VIEWER_BY_DIGEST, {"digest": digest}).first())
+        return tuple(row) if row is not None else None
 
     def _run(self, on_cursor: Callable[[Any], T], on_engine: Callable[[Connection], T]) -> T:
         """``on_cursor`` on this thread's kept connection (PostgreSQL), else ``on_engine``
@@ -165,6 +176,11 @@ class ListStateReader:
         row: tuple[Any, ...] | None = cursor.fetchone()
         return row
 
+    def _fetch_viewer(self, cursor: Any, digest: str) -> tuple[Any, ...] | None:
+        cursor.execute(EXECUTE_VIEWER if self.uses_prepared else self._viewer_sql, (digest,))
+        row: tuple[Any, ...] | None = cursor.fetchone()
+        return row
+
     def _fetch_page(self, cursor: Any, read: PageRead) -> list[tuple[Any, ...]]:
         if self.uses_prepared:
             cursor.execute(EXECUTE_PAGE_READ[read.kind], read.values())
@@ -192,6 +208,7 @@ class ListStateReader:
                 with dbapi_connection.cursor() as cursor:
                     cursor.execute(PREPARE_LIST_STATE)
                     cursor.execute(PREPARE_PAGE_READS)
+                    cursor.execute(PREPARE_VIEWER)
             except self._engine.dialect.loaded_dbapi.Error:
                 self.uses_prepared = False  # a server or pooler that will not prepare
         self._local.held = (os.getpid(), fairy)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from commentsvc.storage.engine import hung
 from commentsvc.storage.queries.prepared import Prepared
 
 # SQLSTATE of "prepared statement ... does not exist".
@@ -56,30 +55,3 @@ def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[A
             prepared.clear()
         raise
     return list(result.all()) if result.returns_rows else []
-
-
-def read_one(engine: Engine, statement: Prepared, params: dict[str, Any]) -> Any | None:
-    """The first row of ``statement`` run alone on a pooled connection, or None. A
-    connection that has lost its prepared statements only switches this process to
-    sending them whole, and the read runs again; so does a pooled connection the server
-    dropped (a restart, a failover: SQLAlchemy then replaced the pool's older ones), as
-    every other read does, but not one the deadline gave up on (the database is hung).
-
-    Not in autocommit, though that would spare the BEGIN before it and the ROLLBACK after
-    it: a server session whose connection was cut without a word mid-read would then sit
-    idle, which no timeout ends, where inside a transaction the server ends it after the
-    idle-in-transaction timeout (in autocommit, the fault test that cuts connections
-    every 0.3 s once ran the server out of connections). And SQLAlchemy's own autocommit
-    level would be reset on the connection's return, which raises once the response
-    deadline has closed the connection."""
-    for attempt in (1, 2):
-        with engine.connect() as conn:
-            try:
-                rows = run(conn, statement, params)
-            except DBAPIError as exc:
-                dropped = exc.connection_invalidated and not hung(exc)
-                if attempt == 2 or not (gone(exc) or dropped):
-                    raise
-                continue
-        return rows[0] if rows else None
-    return None

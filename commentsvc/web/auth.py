@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from flask import Request
+from flask import Request, current_app
 from sqlalchemy.engine import Connection, Engine
 
-from commentsvc.storage import prepared
 from commentsvc.storage.queries import auth as sql
+from commentsvc.web import current
 from commentsvc.web.exceptions import APIError, PermissionDenied
 
 if TYPE_CHECKING:
@@ -92,14 +92,10 @@ def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | Non
 
 def viewer_by_digest(engine: Engine, digest: str,
                      csrf_token: str | None = None) -> Viewer | None:
-    """The user a key (by its digest) signs in, or None when no such key is kept. On
-    PostgreSQL, as every signed-in request reads it: a statement each pooled connection
-    prepares once (storage.prepared)."""
-    if engine.dialect.name == "postgresql":
-        row = prepared.read_one(engine, sql.VIEWER_PREPARED, {"digest": digest})
-    else:
-        with engine.connect() as conn:
-            row = conn.execute(sql.VIEWER_BY_DIGEST, {"digest": digest}).first()
+    """The user a key (by its digest) signs in, or None when no such key is kept. As
+    every signed-in request reads it: on PostgreSQL in one round trip, over the connection
+    the list reads keep (storage.counters)."""
+    row = current.of(current_app).counter_readers.for_engine(engine).read_viewer(digest)
     if row is None:
         return None
     user_id, is_staff, username, avatar = row

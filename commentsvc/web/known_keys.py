@@ -2,7 +2,8 @@
 read its key before it is written.
 
 Reading the key (web.auth.viewer_by_digest) took three of a post's round trips to the
-database (begin, read, roll back) and a fifth of its worker's time. A post whose key is
+database (begin, read, roll back; one since it runs on the connection the list reads
+keep) and a fifth of its worker's time. A post whose key is
 known here goes straight to its batch, and the writers' transaction reads the key back
 with the batch's other facts (queries.posting.BATCH_FACTS): a key revoked meanwhile is
 refused there with the same 401, and nothing is written. So a revoked key stops working

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from sqlalchemy import Boolean, text
 
-from commentsvc.storage.queries.prepared import Prepared
-
 # The user a key digest signs in, with the name the browsable page shows (primary keys).
 VIEWER_BY_DIGEST = text("""
     SELECT u.id, u.is_staff, u.username, u.avatar FROM commentsvc_token AS t
@@ -13,10 +11,16 @@ VIEWER_BY_DIGEST = text("""
     WHERE t.digest = :digest
 """).columns(is_staff=Boolean())
 
-# VIEWER_BY_DIGEST as PostgreSQL runs it for every signed-in request: prepared once per
-# connection (storage.prepared).
-VIEWER_PREPARED = Prepared("commentsvc_viewer", VIEWER_BY_DIGEST.element.text,
-                           {"digest": "text"})
+# VIEWER_BY_DIGEST as PostgreSQL runs it for every signed-in request: a server-side
+# prepared statement of each connection storage.counters keeps, executed with the digest
+# as psycopg2's one parameter.
+VIEWER_PREPARED = "commentsvc_viewer"
+PREPARE_VIEWER = f"""
+    PREPARE {VIEWER_PREPARED} (text) AS {VIEWER_BY_DIGEST.element.text.replace(":digest", "$1")}
+"""
+EXECUTE_VIEWER = f"""
+    EXECUTE {VIEWER_PREPARED} (%s)
+"""
 
 # Whether a user exists: one row or none (primary key). Also erasure's check.
 USER_EXISTS = text("""

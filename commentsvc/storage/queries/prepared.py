@@ -26,7 +26,7 @@ class Prepared:
     positional parameters, ``values``), or, where a server or pooler keeps no prepared
     statements, sent whole (``plain``, psycopg2's named parameters). ``parameters`` are
     the :name parameters of ``body`` with their types, in order. Each form is made once:
-    ``execute`` or ``plain`` is sent on every batch and every sign-in read."""
+    ``execute`` or ``plain`` is sent on every batch."""
 
     name: str
     body: str
