@@ -23,6 +23,8 @@ from urllib.parse import parse_qsl
 import orjson
 from flask import Request
 from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.formparser import MultiPartParser
+from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
 from commentsvc.web.exceptions import (
     APIError,
@@ -100,7 +102,8 @@ def _form_fields(req: Request, body: bytes, max_bytes: int) -> dict[str, Any]:
     """Form fields parsed from the body already read (urlencoded or multipart); an
     urlencoded body whose text is not UTF-8, raw or percent-encoded, is refused (Werkzeug
     would keep an undecodable %FF as its three characters, and drop every field for a raw
-    byte that is not UTF-8)."""
+    byte that is not UTF-8), and so is a multipart text part that is not text in its
+    charset (Werkzeug would store U+FFFD in place of its bytes)."""
     if req.mimetype == FORM_TYPES[0]:
         try:
             parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
@@ -109,12 +112,47 @@ def _form_fields(req: Request, body: bytes, max_bytes: int) -> dict[str, Any]:
     parser = req.make_form_data_parser()
     parser.max_content_length = max_bytes
     try:
-        _, form, _ = parser.parse(BytesIO(body), req.mimetype, len(body), req.mimetype_params)
+        _, form, files = parser.parse(BytesIO(body), req.mimetype, len(body),
+                                      req.mimetype_params)
     except RequestEntityTooLarge as exc:  # a host's smaller form-memory or parts limit
         raise TooLarge() from exc
+    for _, upload in files.items(multi=True):  # a file part is no field: its copy let go
+        upload.close()
     # A multipart part without a name (Werkzeug keys it None) is no field.
-    return {name: values[-1] for name, values in form.lists()
-            if name is not None and values[-1] != ""}
+    fields = {name: values[-1] for name, values in form.lists()
+              if name is not None and values[-1] != ""}
+    if req.mimetype == FORM_TYPES[1] and any(
+            REPLACED in value for values in form.listvalues() for value in values):
+        _check_text_parts(body, req.mimetype_params.get("boundary", "").encode("ascii"))
+    return fields
+
+
+# What Werkzeug decodes a multipart text part's unreadable bytes to (and a character a
+# part may also hold as written).
+REPLACED = "\ufffd"
+
+
+def _check_text_parts(body: bytes, boundary: bytes) -> None:
+    """400 when a multipart text part is not text in its charset (UTF-8 unless it names
+    ASCII or Latin-1): Werkzeug decodes such bytes to U+FFFD, which would store the text
+    altered. Read only when a field holds U+FFFD, since most never do."""
+    decoder = MultipartDecoder(boundary)
+    decoder.receive_data(body)
+    decoder.receive_data(None)
+    charset: str | None = None
+    chunks: list[bytes] = []
+    while not isinstance(event := decoder.next_event(), NeedData | Epilogue):
+        if isinstance(event, Field):
+            charset, chunks = MultiPartParser().get_part_charset(event.headers), []
+        elif isinstance(event, File):
+            charset = None
+        elif isinstance(event, Data) and charset is not None:
+            chunks.append(event.data)
+            if not event.more_data:
+                try:
+                    b"".join(chunks).decode(charset)
+                except UnicodeDecodeError as exc:
+                    raise APIError("The form data is not valid UTF-8.") from exc
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
