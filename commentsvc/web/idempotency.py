@@ -101,6 +101,10 @@ def valid_key(value: str) -> bool:
     return 0 < len(value) <= MAX_LENGTH and all(" " <= ch <= "~" for ch in value)
 
 
+# A comma with the spaces and tabs around it, as between a header's values.
+_COMMA = re.compile(r"[ \t]*,[ \t]*")
+
+
 def joined(value: str) -> str:
     """A key as one value: a header sent twice reaches the app joined by "," (gunicorn) or
     ", " (Werkzeug's server), and one sent once may be written either way; as HTTP defines
@@ -110,9 +114,6 @@ def joined(value: str) -> str:
     True
     """
     return _COMMA.sub(", ", value) if "," in value else value
-
-
-_COMMA = re.compile(r"[ \t]*,[ \t]*")
 
 
 def key_of(req: Request, fields: dict[str, Any] | None = None) -> str | None:
