@@ -12,6 +12,7 @@ import pytest
 from flask import Flask
 from test_mounting import make_host
 
+from commentsvc.rules import formatting
 from commentsvc.standalone import avatars
 from commentsvc.storage import engine
 
@@ -157,3 +158,13 @@ def test_a_name_with_an_empty_path_segment_is_a_404_like_any_such_path(client, n
 def test_a_slash_in_a_name_is_part_of_the_name(client):
     with client.get("/media/users/AC%2FDC/thumb/a.png") as response:
         assert response.data == avatars.identicon("AC/DC")
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\r\nb", "\n", "a\u2028b\x85c"])
+def test_a_name_with_a_line_break_has_its_picture(client, name):
+    """The name as author_avatar spells it: Werkzeug's path converter stopped at a
+    line break, and the avatar of such a name (an import may store one) was a 404."""
+    path = formatting.avatar_url(name, "a.png", "/static/img/default-avatar.png")
+    with client.get(path) as response:
+        assert response.status_code == 200
+        assert response.data == avatars.identicon(name)

@@ -10,18 +10,37 @@ blueprint is registered by the standalone app only.
 from __future__ import annotations
 
 from flask import Blueprint, Response, request
+from flask.blueprints import BlueprintSetupState
+from werkzeug.routing import PathConverter
 from werkzeug.wrappers import Response as BaseResponse
 
 from commentsvc.standalone import avatars
 from commentsvc.web.responses import NOSNIFF
 
+
+class NameConverter(PathConverter):
+    """Werkzeug's ``path`` that also takes line breaks: its ``.`` stops at one, so a name
+    holding one (an import may store it) had an author_avatar that answered 404."""
+
+    regex = r"[^/][\s\S]*?"
+
+
+# The converter a user's name in a path goes through, registered in the app first.
+NAME_CONVERTER = "commentsvc_name"
+
+
+def _register_converter(state: BlueprintSetupState) -> None:
+    state.app.url_map.converters[NAME_CONVERTER] = NameConverter
+
+
 media_api = Blueprint("commentsvc_media", __name__)
+media_api.record(_register_converter)
 
 # A picture never changes for a name (VERSION aside): a day of reuse, then a 304.
 CACHE_CONTROL = "public, max-age=86400"
 
 
-@media_api.get("/media/users/<path:name>/thumb/<file>")
+@media_api.get(f"/media/users/<{NAME_CONVERTER}:name>/thumb/<file>")
 def user_thumbnail(name: str, file: str) -> BaseResponse:
     """The 64x64 PNG of the user ``name`` (percent-decoded, slashes and all)."""
     tag = f"{avatars.VERSION}-{avatars.name_digest(name).hex()[:32]}"
