@@ -60,6 +60,43 @@ def test_errors_under_the_prefix_are_json_and_the_hosts_stay_its_own(host):
     assert client.get("/elsewhere").data == b"host says 404"
 
 
+@pytest.mark.parametrize("handlers_first", [True, False])
+def test_a_hosts_handlers_for_status_codes_keep_the_prefix_json(database_url, handlers_first):
+    """Most sites answer 404 and 405 with pages of their own, registered by status code,
+    which Flask chooses before any handler by exception class: under the prefix the
+    router's answers stay JSON whether the host registered them before or after."""
+    host = Flask("host_with_pages")
+    host.config.update(SQLALCHEMY_DATABASE_URI=database_url)
+    SQLAlchemy().init_app(host)
+
+    def add_pages() -> None:
+        for code in (404, 405):
+            host.register_error_handler(code, lambda exc: (f"<h1>host {exc.code}</h1>",
+                                                           exc.code))
+
+    if handlers_first:
+        add_pages()
+    host.register_blueprint(comments_api, url_prefix="/community")
+    if not handlers_first:
+        add_pages()
+    client = host.test_client()
+    try:
+        for path in ("/community/api/unknown/", "/community/api/comments/abc/",
+                     "/community/api/comments/0/", "/community/api/static/nope.css"):
+            response = client.get(path)
+            assert response.status_code == 404, path
+            assert response.get_json() == {"detail": "Not found."}, path
+        response = client.put("/community/api/comments/")
+        assert response.status_code == 405
+        assert response.get_json() == {"detail": 'Method "PUT" not allowed.'}
+        assert response.headers["Allow"] == ALLOW
+        assert client.get("/elsewhere").data == b"<h1>host 404</h1>"
+        assert client.get("/community/api/comments").status_code == 308  # still redirected
+    finally:
+        with host.app_context():
+            engine.get_engine().dispose()
+
+
 def test_bad_host_setting_stops_registration(database_url):
     with pytest.raises(settings.SettingsError, match="COMMENTSVC_PAGE_SIZE"):
         make_host(database_url, COMMENTSVC_PAGE_SIZE="ten")

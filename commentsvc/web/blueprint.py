@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response
 from flask.blueprints import BlueprintSetupState
+from werkzeug.exceptions import default_exceptions
 from werkzeug.routing import IntegerConverter
 
 from commentsvc.operations import cli, event_commands, request_log, startup
@@ -70,6 +71,11 @@ comments_api.add_url_rule(
 comments_api.add_url_rule("/api/schema/", endpoint="openapi_schema",
                           view_func=openapi.schema_view, methods=["GET"])
 comments_api.register_error_handler(Exception, to_response)
+# Flask chooses a handler for the status code, a host's too, before any handler for an
+# exception class: the blueprint names every code Werkzeug raises (a static file of its
+# own not found, say), so its views' errors stay JSON whatever pages the host has.
+for code in default_exceptions:
+    comments_api.register_error_handler(code, to_response)
 for command in (*cli.COMMANDS, *event_commands.COMMANDS):
     # A database that cannot be reached is one line naming the fix (commentsvc.operations.startup).
     comments_api.cli.add_command(startup.report_problems(command))

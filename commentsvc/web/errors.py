@@ -105,7 +105,8 @@ def install_error_handler(app: Flask, api_prefix: str) -> None:
     there refuse a malformed Host (400) or a path with an empty segment (404) before any
     view runs (request_target).
 
-    A handler the host registered earlier for HTTPException keeps serving its other paths.
+    A handler the host registered earlier for HTTPException keeps serving its other paths;
+    one it registered for a status code serves them alone (``routing_answer_as_json``).
     """
     request_target.refuse_unanswerable(app, api_prefix)
     previous = app.error_handler_spec[None][None].get(HTTPException)
@@ -120,15 +121,26 @@ def install_error_handler(app: Flask, api_prefix: str) -> None:
 
     app.register_error_handler(HTTPException, handle_http_error)
 
-    def redirect_as_json(response: Response) -> Response:
-        """A path missing only its final slash is redirected by the router (308) with
-        Werkzeug's HTML page for a body, which no error handler sees: under the prefix it
-        is JSON, as every other answer there."""
-        if isinstance(request.routing_exception, RequestRedirect) \
-                and request.path.startswith(api_prefix) and response.location:
-            return api_response(error_body(f"Moved permanently to {response.location}"),
-                                response.status_code, {"Location": response.location},
-                                allow_for(None))
+    def routing_answer_as_json(response: Response) -> Response:
+        """What the router answered under the prefix, as JSON, whoever made the body.
+
+        A path missing only its final slash is redirected (308) with Werkzeug's HTML page
+        for a body, which no error handler sees. And a host's handler for a status code
+        (``@app.errorhandler(404)``, most sites have one) is chosen before this app's
+        handler for every HTTPException, so an unknown path or method under the prefix
+        got the host's page. Both are JSON here, as every other answer under the prefix."""
+        routed = request.routing_exception
+        if routed is None or not request.path.startswith(api_prefix):
+            return response
+        if isinstance(routed, RequestRedirect):
+            if response.location:
+                return api_response(error_body(f"Moved permanently to {response.location}"),
+                                    response.status_code, {"Location": response.location},
+                                    allow_for(None))
+            return response
+        if isinstance(routed, HTTPException) and (routed.code or 500) >= 400 \
+                and response.mimetype != "application/json":
+            return to_response(routed)
         return response
 
-    app.after_request(redirect_as_json)
+    app.after_request(routing_answer_as_json)
