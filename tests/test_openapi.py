@@ -211,6 +211,10 @@ def test_real_responses_match_the_document(busy_app, monkeypatch):
     check("GET", f"{URL}100/", 406, headers={"Accept": "text/plain"})
     check("OPTIONS", URL, 200, headers=ann)  # with the POST fields
     check("GET", f"{URL}999/", 404)
+    check("HEAD", f"{URL}100/", 406, headers={"Accept": "text/plain"})
+    check("OPTIONS", URL + "?format=xml", 404)
+    check("OPTIONS", f"{URL}100/?format=xml", 404)
+    check("POST", URL + "?format=xml", 404, json={**PAGE, "body": "x"}, headers=bob)
     check("PUT", URL, 405)
     check("DELETE", URL, 405)
     # Writes and their refusals.

@@ -261,6 +261,8 @@ def _operations(settings: Settings, browser_sign_in: bool,
                            "retry it for its answer.", "Retry-After"),
              "422": _error("This Idempotency-Key was used for a different request (method, "
                            "path or body).")}
+    length_required = {"411": _error("A chunked body on a WSGI server that does not end the "
+                                     "body for the app.")}
     refused = {"400": _ref("BadRequest"), "401": _ref("NotAuthenticated"),
                "403": _error("Not permitted for this user."),
                "413": _error("The request body is too large."),
@@ -318,12 +320,14 @@ def _operations(settings: Settings, browser_sign_in: bool,
                             "content": {**_json("Comment"), **_PAGE},
                             "headers": _header_refs("Location", "Allow", "Vary",
                                                     "Idempotent-Replayed")},
-                    **refused, **not_acceptable, **keyed,
+                    **refused, "404": _error("An unknown format."), **length_required,
+                    **not_acceptable, **keyed,
                     "429": _error("Too many posts by this user.", "Retry-After"),
                     **common,
                 },
             },
-            "options": _describe("describeCommentList"),
+            "options": _describe("describeCommentList",
+                                 not_found=_error("An unknown format.")),
         },
         "commentsvc.comment_detail": {
             "get": detail_get,
@@ -332,6 +336,8 @@ def _operations(settings: Settings, browser_sign_in: bool,
                      "responses": {"200": {"description": "The comment exists.",
                                            "headers": _header_refs("Allow", "Vary")},
                                    **bad_token, "404": {"description": "No such comment."},
+                                   "406": {"description": "No representation satisfies "
+                                                          "the Accept header."},
                                    **common}},
             "patch": {
                 "tags": ["comments"], "operationId": "markComment",
@@ -341,8 +347,8 @@ def _operations(settings: Settings, browser_sign_in: bool,
                 "responses": {"200": {"description": "The comment.", "content": _json("Comment"),
                                       "headers": _header_refs("Allow", "Vary",
                                                               "Idempotent-Replayed")},
-                              **refused, "404": _error("No such comment."), **keyed,
-                              **common},
+                              **refused, "404": _error("No such comment."),
+                              **length_required, **keyed, **common},
             },
             "delete": {
                 "tags": ["comments"], "operationId": "deleteComment",
@@ -358,7 +364,8 @@ def _operations(settings: Settings, browser_sign_in: bool,
             },
             "options": _describe("describeComment", parameters=[detail_parameter],
                                  not_found=_error("An id that names no comment (out of "
-                                                  "range, or not a number).")),
+                                                  "range, or not a number), or an unknown "
+                                                  "format.")),
         },
         FEED_ENDPOINT: _feed_operations(settings, plugin, optional_sign_in, common),
         **_ops_operations(),
@@ -449,7 +456,10 @@ def build_document(app: Flask) -> dict[str, Any]:
         title="commentsvc", version=__version__, openapi_version=OPENAPI_VERSION,
         plugins=[plugin],
         info={"description": "Comments attached to site objects, newest first, in numbered "
-                             "pages; writes by a signed-in user."},
+                             "pages; writes by a signed-in user. Every path answers a "
+                             "malformed Host header 400 {\"detail\": \"Invalid Host "
+                             "header.\"}, and the path without its final slash 308 to the "
+                             "path with it."},
     )
     for name, schema in (("Reply", ReplySchema), ("Comment", CommentSchema),
                          ("PageLink", PageLinkSchema), ("Pagination", PaginationSchema),
