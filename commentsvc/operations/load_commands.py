@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Callable
 from typing import IO
 
 import click
 from flask.cli import with_appcontext
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from commentsvc.interchange import ndjson
@@ -44,7 +46,7 @@ def import_command(file: IO[bytes], workers: int) -> None:
         click.echo(f"Import failed: {exc}", err=True)
         sys.exit(1)
     click.echo(report.summary())
-    _vacuum_loaded()
+    vacuum_after(upkeep.vacuum_loaded, "Loaded", "the loaded tables")
 
 
 def _size(file: IO[bytes]) -> int | None:
@@ -80,15 +82,16 @@ def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,
                            hot_share=hot_share, content_types=settings.content_types,
                            render=renders.for_settings(settings).render)
     click.echo(report)
-    _vacuum_loaded()
+    vacuum_after(upkeep.vacuum_loaded, "Loaded", "the loaded tables")
 
 
-def _vacuum_loaded() -> None:
-    """After a load has committed, its tables vacuumed (storage.upkeep) so that its first
-    readers do not pay for it; silently, so that the command's summary stays its one line.
-    A failure here loses nothing that was loaded: it is said, and the command succeeds."""
+def vacuum_after(vacuum: Callable[[Engine], bool], done: str, tables: str) -> None:
+    """After a command's writes have committed, the tables they rewrote vacuumed
+    (storage.upkeep) so that their first readers do not pay for it; silently, so that the
+    command's summary stays its one line. A failure here loses nothing that was written:
+    it is said, and the command succeeds."""
     try:
-        upkeep.vacuum_loaded(engine.get_engine())
+        vacuum(engine.get_engine())
     except SQLAlchemyError as exc:
-        click.echo(f"Loaded, but vacuuming the loaded tables failed ({exc.__class__.__name__}"
-                   "): run VACUUM (ANALYZE) on them, or leave it to autovacuum.", err=True)
+        click.echo(f"{done}, but vacuuming {tables} failed ({exc.__class__.__name__}): run "
+                   "VACUUM (ANALYZE), or leave it to autovacuum.", err=True)

@@ -11,7 +11,8 @@ import sys
 import click
 from flask.cli import with_appcontext
 
-from commentsvc.storage import engine, erasure, renders
+from commentsvc.operations.load_commands import vacuum_after
+from commentsvc.storage import engine, erasure, renders, upkeep
 from commentsvc.web import auth, current, idempotency
 
 
@@ -90,7 +91,8 @@ def rerender_command(user_id: int | None) -> None:
     """Render again what comments show to every viewer, where it is missing or out of
     date: after a user's name or avatar was changed outside the service, or the time
     zone or default avatar setting changed. Pages stay right meanwhile (a stale render is
-    never served), only slower. In batches, each its own transaction."""
+    never served), only slower. In batches, each its own transaction; then, if it rendered
+    any, the comment table is vacuumed (PostgreSQL)."""
     renderer = renders.for_settings(current.service().settings)
     if user_id is None:
         done = renderer.save_stale(engine.get_engine())
@@ -98,6 +100,8 @@ def rerender_command(user_id: int | None) -> None:
         with engine.writing(engine.get_engine(), unlimited=True) as conn:
             done = renderer.save_author(conn, user_id)
     click.echo(f"Rendered {done} comment{'s' if done != 1 else ''}.")
+    if done:
+        vacuum_after(upkeep.vacuum_rendered, "Rendered", "the comment table")
 
 
 COMMANDS = (create_token_command, revoke_token_command, staff_command, erase_user_command,

@@ -1,6 +1,6 @@
 """Upkeep the commands do on a connection of their own, outside any transaction: the
-tables a load filled vacuumed before anyone reads them, and indexes replaced without
-holding writes.
+tables a load filled, and the comment table after its renders were made again, vacuumed
+before anyone reads them; and indexes replaced without holding writes.
 
 PostgreSQL marks a row's visibility on it (hint bits) the first time a query reads it after
 its transaction ended; until a vacuum has passed, every page of freshly loaded rows is
@@ -8,7 +8,9 @@ dirtied by its first reader and has to be written out again, and only the commen
 has statistics. Autovacuum gets there in the background, throttled, and may be off. So a
 seed or an import ends by vacuuming and analysing what it loaded (BENCHMARKS.md, "The
 database read into memory first": 300 random pages of a freshly seeded million comments
-dirtied 2,344 blocks, none once vacuumed). SQLite keeps no such marks: nothing to do there.
+dirtied 2,344 blocks, none once vacuumed). Rendering every comment again (``rerender``)
+leaves the same unmarked rows, and a dead version of each beside them: it ends with a
+vacuum of the comment table too. SQLite keeps no such marks: nothing to do there.
 
 An index schema.sql defines in place of an older one (queries.schema.REPLACED_INDEXES) is
 built by init-db with CREATE INDEX CONCURRENTLY, which lets writes go on, where a plain
@@ -25,16 +27,26 @@ from sqlalchemy.engine import Connection, Engine
 
 from commentsvc.storage import deadline
 from commentsvc.storage.engine import index_statement
-from commentsvc.storage.queries import connections, loading, schema
+from commentsvc.storage.queries import connections, loading, renders, schema
 
 
 def vacuum_loaded(engine: Engine) -> bool:
     """Vacuum and analyse the tables a seed or import fills (PostgreSQL); whether it did
     (not on SQLite)."""
+    return _vacuum(engine, loading.VACUUM_LOADED)
+
+
+def vacuum_rendered(engine: Engine) -> bool:
+    """Vacuum and analyse the comment table after renders were stored again (PostgreSQL);
+    whether it did (not on SQLite)."""
+    return _vacuum(engine, renders.VACUUM_RENDERED)
+
+
+def _vacuum(engine: Engine, statement: str) -> bool:
     if engine.dialect.name != "postgresql":
         return False
     with _command_connection(engine) as conn:
-        conn.exec_driver_sql(loading.VACUUM_LOADED)
+        conn.exec_driver_sql(statement)
     return True
 
 

@@ -58,6 +58,12 @@ BY_AUTHOR = text(f"""
 # (PostgreSQL; a sample of the table).
 ANALYZE_COMMENTS = text("ANALYZE commentsvc_comment")
 
+# After rerender has committed (PostgreSQL; storage.upkeep): the comment table vacuumed and
+# analysed. Each render stored is a new version of its comment's row, the old one left dead
+# and the new one without hint bits, which its first reader would set, dirtying the page.
+# Not in a transaction: no VACUUM can be.
+VACUUM_RENDERED = "VACUUM (ANALYZE) commentsvc_comment"
+
 # Store one comment's render (primary key; SQLite runs it for many at once).
 SAVE = text("""
     UPDATE commentsvc_comment SET shown = :shown, shown_key = :shown_key WHERE id = :id
