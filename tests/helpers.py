@@ -7,11 +7,12 @@ from datetime import datetime
 ALLOW = "GET, POST, HEAD, OPTIONS"
 
 
-def assert_error(response, status: int, detail, allow: str = ALLOW) -> None:
-    """The response is a JSON error of this status with exactly this body."""
+def assert_error(response, status: int, detail, allow: str | None = ALLOW) -> None:
+    """The response is a JSON error of this status with exactly this body, naming the
+    methods of the resource answering (``allow``; None: a path no route serves)."""
     assert response.status_code == status, response.get_data(as_text=True)
     assert response.headers["Content-Type"] == "application/json"
-    assert response.headers["Allow"] == allow
+    assert response.headers.get("Allow") == allow
     assert response.headers["Vary"] == "Accept"
     expected = detail if isinstance(detail, dict) else {"detail": detail}
     assert response.get_json() == expected

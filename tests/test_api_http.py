@@ -108,6 +108,16 @@ def test_unknown_api_path_is_json_404(client):
     assert response.get_json() == {"detail": "Not found."}
 
 
+@pytest.mark.parametrize("path", ["/api/nothing-here/", "/api/nothing", "/api/comments/x/",
+                                  "/api/comments/１/", "/healthz/"])
+def test_a_path_no_route_serves_names_no_methods(client, path):
+    """Allow names the methods of the resource answering; an unknown path has none."""
+    for method in ("GET", "PUT"):
+        response = client.open(path, method=method)
+        assert response.status_code == 404
+        assert "Allow" not in response.headers
+
+
 def test_standalone_paths_outside_the_api_get_json_errors_too(client):
     """Standalone, the whole app is the service (a host's own pages keep their errors:
     test_mounting)."""
@@ -126,6 +136,53 @@ def test_missing_trailing_slash_redirects(client):
         "detail": "Moved permanently to http://localhost/api/comments/?page=2&x=1"}
     assert response.headers["Vary"] == "Accept"
     assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Allow"] == "GET, POST, HEAD, OPTIONS"
+
+
+@pytest.mark.parametrize(("path", "allow"), [
+    ("/api/comments?x=1", "GET, POST, HEAD, OPTIONS"),
+    ("/api/comments/264", "GET, PATCH, DELETE, HEAD, OPTIONS"),
+    ("/api/schema", "GET, HEAD"),
+    ("/api/comments/feed", "GET, HEAD"),
+])
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT", "PATCH", "DELETE", "FOO"])
+def test_a_path_missing_its_final_slash_is_redirected_whatever_the_method(
+        client, path, allow, method):
+    """Werkzeug redirects only the methods the resource takes and answers the others 404;
+    each gets the 308 here, with the Allow of the resource it points to."""
+    response = client.open(path, method=method)
+    target = "http://localhost" + path.replace("?", "/?") if "?" in path \
+        else f"http://localhost{path}/"
+    assert response.status_code == 308
+    assert response.headers["Location"] == target
+    assert response.get_json() == {"detail": f"Moved permanently to {target}"}
+    assert response.headers["Allow"] == allow
+
+
+def test_a_route_outside_the_tables_answers_with_the_methods_it_takes(client):
+    """The blueprint's static files: a missing one is 404, another method 405, and both
+    name the route's methods."""
+    assert client.get("/api/static/nothing.png").headers["Allow"] == "GET, HEAD, OPTIONS"
+    refused = client.put("/api/static/browsable.css")
+    assert (refused.status_code, refused.headers["Allow"]) == (405, "GET, HEAD, OPTIONS")
+
+
+@pytest.mark.parametrize("comment_id", ["0", "000", "9223372036854775808", "9" * 5000])
+def test_an_id_that_can_name_no_comment_is_the_comments_resource_all_the_same(
+        client, comment_id):
+    """Found by no comment, as an id in range that names none: 404 for each method the
+    comment takes, 405 for the others, both with the comment's Allow."""
+    detail_allow = "GET, PATCH, DELETE, HEAD, OPTIONS"
+    for method, status in (("GET", 404), ("PATCH", 404), ("DELETE", 404), ("OPTIONS", 404),
+                           ("PUT", 405), ("POST", 405)):
+        response = client.open(f"/api/comments/{comment_id}/", method=method)
+        assert (response.status_code, response.headers["Allow"]) == (status, detail_allow)
+
+
+def test_a_method_the_resource_does_not_take_is_refused_where_the_redirect_leads(client):
+    response = client.put("/api/comments", follow_redirects=True)
+    assert response.status_code == 405
+    assert response.request.path == "/api/comments/"
 
 
 def test_unexpected_error_is_json_500_without_a_traceback(client, monkeypatch):
@@ -138,3 +195,12 @@ def test_unexpected_error_is_json_500_without_a_traceback(client, monkeypatch):
     response = client.get(URL)
     assert_error(response, 500, "A server error occurred.")
     assert b"secret" not in response.data and b"Traceback" not in response.data
+
+
+def test_the_allow_headers_examples_hold():
+    import doctest
+
+    from commentsvc.web import responses
+
+    result = doctest.testmod(responses)
+    assert result.attempted >= 1 and result.failed == 0

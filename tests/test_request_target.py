@@ -69,9 +69,9 @@ def test_the_default_port_of_the_scheme_is_left_out(client, sample):
     ("HEAD", "/api/comments/", ALLOW),
     ("OPTIONS", "/api/comments/", ALLOW),
     ("GET", "/api/comments/100/", DETAIL_ALLOW),
-    ("GET", "/api/nothing-here/", ALLOW),
+    ("GET", "/api/nothing-here/", None),  # no route: no methods to name
     ("PUT", "/api/comments/", ALLOW),
-    ("GET", "/not-the-api/", ALLOW),
+    ("GET", "/not-the-api/", None),
     ("GET", "/api/schema/", "GET, HEAD"),
     ("GET", "/healthz", "GET, HEAD"),
     ("GET", "/api/comments", ALLOW),  # before the trailing-slash redirect is built
@@ -80,7 +80,7 @@ def test_the_host_is_checked_on_every_route_before_anything_else(client, communi
                                                                    path, allow):
     response = client.open(path, method=method, headers={"Host": "a b"})
     assert response.status_code == 400
-    assert response.headers["Allow"] == allow
+    assert response.headers.get("Allow") == allow
     if method != "HEAD":
         assert response.get_json() == {"detail": INVALID_HOST}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask, Response
 from flask.blueprints import BlueprintSetupState
 from werkzeug.exceptions import default_exceptions
-from werkzeug.routing import IntegerConverter
+from werkzeug.routing import BaseConverter
 
 from commentsvc.operations import cli, event_commands, request_log, startup
 from commentsvc.rules.identifiers import INT64_MAX
@@ -31,12 +31,22 @@ class _Blueprint(Blueprint):
         return response
 
 
-class AsciiIdConverter(IntegerConverter):
-    """Werkzeug's ``int`` whose digits are ASCII only: its ``\\d+`` also takes other
-    scripts' digits (``/api/comments/１/`` would name comment 1), which the API
-    promises are 404."""
+class AsciiIdConverter(BaseConverter):
+    """Any run of ASCII digits as a comment's id, or None where it can name no comment (0,
+    or past the largest id). Werkzeug's ``int`` also takes other scripts' digits
+    (``/api/comments/１/`` would name comment 1), which the API promises are 404; and with
+    bounds, an id outside them matched no route, so a method the comment does not take got
+    405 there without the comment's ``Allow``. The view answers None 404 (views)."""
 
     regex = r"[0-9]+"
+    weight = 50
+
+    def to_python(self, value: str) -> int | None:
+        digits = value.lstrip("0")  # leading zeros are allowed
+        if not digits or len(digits) > len(str(INT64_MAX)):
+            return None
+        number = int(digits)
+        return number if number <= INT64_MAX else None
 
 
 # The converter the comment's own route names, registered in the app before that route.
@@ -63,7 +73,7 @@ comments_api.add_url_rule("/api/comments/feed/",
                           view_func=CommentFeedView.as_view("comment_feed"), methods=["GET"])
 # Ids are positive 64-bit integers in ASCII digits; anything else names no comment (404).
 comments_api.add_url_rule(
-    f"/api/comments/<{ID_CONVERTER}(min=1, max={INT64_MAX}):comment_id>/",
+    f"/api/comments/<{ID_CONVERTER}:comment_id>/",
     view_func=CommentDetailView.as_view("comment_detail"),
     methods=["GET", "PATCH", "DELETE", "OPTIONS"],
 )

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from typing import Any, cast
+from urllib.parse import unquote, urlsplit
 
 from flask import Flask, Response, current_app, request
 from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException
-from werkzeug.routing import RequestRedirect
+from werkzeug.routing import MapAdapter, RequestRedirect, Rule
 
 from commentsvc.operations import request_log
 from commentsvc.storage import outage
@@ -82,22 +83,57 @@ def to_response(exc: BaseException) -> Response:
     if error.status == 503 and "Retry-After" not in error.headers:
         error.headers["Retry-After"] = str(current.service().settings.retry_after)
     return api_response(error_body(error.detail), error.status, error.headers,
-                        allow_for(_resource_endpoint()))
+                        _allow_at(request.url_rule or _route_at() or _route_at_slashed()))
 
 
-def _resource_endpoint() -> str | None:
-    """The endpoint of the resource at this path, also when the method had none (405)."""
-    if request.endpoint is not None:
-        return request.endpoint
+def _route_at(path: str | None = None) -> Rule | None:
+    """The route of the resource at ``path`` (this request's by default), also when the
+    method had none (405); none where no route serves it."""
     for method in ("GET", "POST"):  # POST: a resource without GET (sign-out)
         try:
-            adapter = current_app.create_url_adapter(request)
-            assert adapter is not None  # Flask makes one for every request
-            endpoint, _ = adapter.match(method=method)
+            rule, _ = _url_adapter().match(request.path if path is None else path,
+                                           method=method, return_rule=True)
         except HTTPException:
             continue
-        return cast(str, endpoint)  # werkzeug types a rule's endpoint Any; Flask's are str
+        return rule
     return None
+
+
+def _route_at_slashed() -> Rule | None:
+    """The route a path missing only its final slash leads to (a malformed Host refused
+    before its redirect)."""
+    return None if request.path.endswith("/") else _route_at(request.path + "/")
+
+
+def _allow_at(rule: Rule | None) -> str | None:
+    return None if rule is None else allow_for(rule.endpoint, rule.methods or ())
+
+
+def _missing_slash() -> str | None:
+    """Where this path is redirected for a method its resource takes, when only its final
+    slash is missing. Werkzeug redirects only such methods and answers 404 to the others;
+    every method gets the same 308 here, and the method is then refused (405) where the
+    resource is. (Not a redirect that merges slashes: such a path is 404, request_target.)"""
+    for method in ("GET", "POST"):
+        try:
+            _url_adapter().match(method=method)
+        except RequestRedirect as redirect:
+            target = unquote(urlsplit(redirect.new_url).path)
+            if target == f"{request.script_root}{request.path}/":
+                return redirect.new_url
+            return None
+        except HTTPException:
+            continue
+    return None
+
+
+def _url_adapter() -> MapAdapter:
+    try:
+        adapter = current_app.create_url_adapter(request)
+    except HTTPException:  # a malformed Host (400): the path alone names the route
+        return current_app.url_map.bind("localhost", script_name=request.script_root)
+    assert adapter is not None  # Flask makes one for every request
+    return adapter
 
 
 def install_error_handler(app: Flask, api_prefix: str) -> None:
@@ -125,19 +161,25 @@ def install_error_handler(app: Flask, api_prefix: str) -> None:
         """What the router answered under the prefix, as JSON, whoever made the body.
 
         A path missing only its final slash is redirected (308) with Werkzeug's HTML page
-        for a body, which no error handler sees. And a host's handler for a status code
-        (``@app.errorhandler(404)``, most sites have one) is chosen before this app's
-        handler for every HTTPException, so an unknown path or method under the prefix
-        got the host's page. Both are JSON here, as every other answer under the prefix."""
+        for a body, which no error handler sees, and only for the methods its resource
+        takes (the others got 404): every method gets the redirect. And a host's handler
+        for a status code (``@app.errorhandler(404)``, most sites have one) is chosen
+        before this app's handler for every HTTPException, so an unknown path or method
+        under the prefix got the host's page. Both are JSON here, as every other answer
+        under the prefix."""
         routed = request.routing_exception
         if routed is None or not request.path.startswith(api_prefix):
             return response
+        location = None
         if isinstance(routed, RequestRedirect):
-            if response.location:
-                return api_response(error_body(f"Moved permanently to {response.location}"),
-                                    response.status_code, {"Location": response.location},
-                                    allow_for(None))
-            return response
+            if response.status_code != 308:
+                return response  # refused before the redirect (request_target)
+            location = response.location
+        elif isinstance(routed, HTTPException) and routed.code == response.status_code == 404:
+            location = _missing_slash()
+        if location:
+            return api_response(error_body(f"Moved permanently to {location}"), 308,
+                                {"Location": location}, _allow_at(_route_at(request.path + "/")))
         if isinstance(routed, HTTPException) and (routed.code or 500) >= 400 \
                 and response.mimetype != "application/json":
             return to_response(routed)

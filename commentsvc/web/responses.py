@@ -3,12 +3,14 @@ headers every answer carries.
 
 ``Allow`` names the methods of the resource answering: the collection's, one comment's
 at /api/comments/<id>/, or GET and HEAD for the read-only documents (a list's Atom
-feed, the OpenAPI document, health, readiness, metrics).
+feed, the OpenAPI document, health, readiness, metrics). A path no route serves (a 404
+of the router) names none, so carries no ``Allow``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -25,8 +27,9 @@ LIST_ENDPOINT = "commentsvc.comment_list"
 READ_ONLY_ALLOW = "GET, HEAD"
 FEED_ENDPOINT = "commentsvc.comment_feed"
 ATOM_CONTENT_TYPE = "application/atom+xml; charset=utf-8"
-# Every resource but the collection (whose Allow is ALLOW), by its endpoint.
+# The API's resources, by endpoint; another route's Allow names the methods it takes.
 ALLOW_BY_ENDPOINT = {
+    LIST_ENDPOINT: ALLOW,
     DETAIL_ENDPOINT: DETAIL_ALLOW,
     FEED_ENDPOINT: READ_ONLY_ALLOW,
     "commentsvc.openapi_schema": READ_ONLY_ALLOW,
@@ -35,6 +38,8 @@ ALLOW_BY_ENDPOINT = {
     "commentsvc_ops.metrics": READ_ONLY_ALLOW,
     "commentsvc_signin.logout": "POST, OPTIONS",
 }
+# The order the table's values name methods in.
+_METHOD_ORDER = ("GET", "POST", "PATCH", "DELETE", "HEAD", "OPTIONS")
 # The page loads nothing but its own stylesheet, its own script (browsable.js, which
 # sends the PATCH and DELETE buttons to this site) and avatar images (paths or http(s)
 # URLs of the data); no inline script runs, it may not be framed, and its forms post
@@ -85,13 +90,24 @@ class APIResponse(Response):
         return headers
 
 
-def allow_for(endpoint: str | None) -> str:
-    """The Allow header of the resource an endpoint serves."""
-    return ALLOW if endpoint is None else ALLOW_BY_ENDPOINT.get(endpoint, ALLOW)
+def allow_for(endpoint: str | None, methods: Iterable[str] = ()) -> str | None:
+    """The Allow header of the resource an endpoint serves: the table's, else the
+    ``methods`` its route takes, in the table's order; none without an endpoint.
+
+    >>> allow_for("commentsvc.static", {"OPTIONS", "HEAD", "GET"})
+    'GET, HEAD, OPTIONS'
+    """
+    if endpoint is None:
+        return None
+    if endpoint in ALLOW_BY_ENDPOINT:
+        return ALLOW_BY_ENDPOINT[endpoint]
+    named = set(methods)
+    ordered = [method for method in _METHOD_ORDER if method in named]
+    return ", ".join(ordered + sorted(named.difference(_METHOD_ORDER))) or None
 
 
 def api_response(payload: Any, status: int = 200,
-                 headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
+                 headers: dict[str, str] | None = None, allow: str | None = ALLOW) -> Response:
     """JSON in the key order it was built in, non-ASCII as itself, with Allow and Vary.
 
     A 304 carries the headers only.
@@ -100,20 +116,24 @@ def api_response(payload: Any, status: int = 200,
     return encoded_response(body, status, headers, allow)
 
 
-def encoded_response(body: bytes, status: int = 200,
-                     headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
+def encoded_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None,
+                     allow: str | None = ALLOW) -> Response:
     """A response of an already encoded JSON body, with the headers every answer needs."""
-    shared = {"Allow": allow, "Vary": "Accept", **NOSNIFF}
+    shared = {**_allow(allow), "Vary": "Accept", **NOSNIFF}
     return APIResponse(body, status=status, mimetype="application/json",
                     headers={**shared, **headers} if headers else shared)
 
 
 def html_response(body: bytes, status: int = 200,
-                  headers: dict[str, str] | None = None, allow: str = ALLOW) -> Response:
+                  headers: dict[str, str] | None = None, allow: str | None = ALLOW) -> Response:
     """A browsable page (UTF-8 HTML) with the headers every answer needs and its policy."""
-    shared = {"Allow": allow, "Vary": "Accept", **PAGE_HEADERS, **NOSNIFF}
+    shared = {**_allow(allow), "Vary": "Accept", **PAGE_HEADERS, **NOSNIFF}
     return APIResponse(body, status=status, mimetype="text/html",
                     headers={**shared, **headers} if headers else shared)
+
+
+def _allow(allow: str | None) -> dict[str, str]:
+    return {} if allow is None else {"Allow": allow}
 
 
 def atom_response(body: bytes, status: int = 200,

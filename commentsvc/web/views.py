@@ -4,10 +4,14 @@ rendering in web.rendering."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Request, Response, request
+from flask.typing import ResponseReturnValue
 from flask.views import MethodView
 
 from commentsvc.web import current, negotiation, writes
+from commentsvc.web.exceptions import NotFound
 from commentsvc.web.feed import ListFeed, requested_list
 from commentsvc.web.negotiation import HTML
 from commentsvc.web.reads import ListPage, one_comment
@@ -86,6 +90,13 @@ class CommentFeedView(MethodView):
 
 class CommentDetailView(MethodView):
     """One comment: GET shows it, PATCH marks it read or unread, DELETE soft-deletes it."""
+
+    def dispatch_request(self, **kwargs: Any) -> ResponseReturnValue:
+        """Every path of ASCII digits is this resource; one that can name no comment (0,
+        past the largest id: the route gives None) is 404 for every method it takes."""
+        if kwargs["comment_id"] is None:
+            raise NotFound()
+        return super().dispatch_request(**kwargs)
 
     def get(self, comment_id: int) -> Response:
         """The comment as a list shows it (a root with its replies); 404 if there is none."""
