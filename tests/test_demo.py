@@ -126,6 +126,30 @@ def test_seeding_twice_adds_after_the_largest_ids(app, runner, tmp_path):
     assert_positions(app)
 
 
+def test_a_seed_without_room_for_its_ids_says_so_and_adds_nothing(app, runner, tmp_path):
+    """Ids go after the largest stored one: after a user with the largest id there is no
+    room, which is one line and exit 1, not a traceback."""
+    path = tmp_path / "last.ndjson"
+    path.write_text(json.dumps({"type": "user", "id": 2**63 - 1, "username": "last",
+                                "avatar": None}) + "\n", encoding="utf-8")
+    assert import_file(runner, path).exit_code == 0
+    before = counts(app)
+    result = invoke(runner, ["seed", "--comments", "10", "--targets", "2"])
+    assert result.exit_code == 1
+    assert result.stderr == ("Error: seed adds ids after the largest stored ones, and there "
+                             "is no room for them below 9223372036854775807: nothing "
+                             "seeded\n")
+    assert "Traceback" not in result.output
+    assert counts(app) == before
+
+
+def test_a_target_count_past_the_limit_is_refused_at_once(runner):
+    result = invoke(runner, ["seed", "--comments", "10",
+                             "--targets", "99999999999999999999"])
+    assert result.exit_code == 2
+    assert "--targets" in result.stderr and "1000000" in result.stderr
+
+
 def test_if_empty_leaves_existing_comments_alone(app, runner, tmp_path):
     seed(runner, "--comments", "50", "--targets", "3", "--seed", "1", "--if-empty")
     before = export_text(runner, tmp_path)

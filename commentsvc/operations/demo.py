@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from commentsvc import settings
 from commentsvc.interchange import copy_rows, empty_table
 from commentsvc.operations import progress as show_progress
-from commentsvc.rules.identifiers import PAGE_TYPE, USER_TYPE
+from commentsvc.rules.identifiers import INT64_MAX, PAGE_TYPE, USER_TYPE
 from commentsvc.storage import store
 from commentsvc.storage.queries import interchange as q
 
@@ -40,6 +40,9 @@ REPLY_SHARE = 0.3
 PROGRESS_THRESHOLD = 100_000  # comments; below this the bar would only flicker
 PROGRESS_STEP = 10_000
 MAX_USERS = 200_000
+# The most targets a seed spreads comments over: each user target is a user of its own,
+# so this also bounds the users it adds (a target count past it would not finish).
+MAX_TARGETS = 1_000_000
 
 
 def has_comments(conn: Connection) -> bool:
@@ -73,6 +76,10 @@ def seed(conn: Connection, *, comments: int, targets: int, seed: int,
     max_user, max_page, max_comment = conn.execute(q.MAX_IDS).one()
 
     n_users = max(user_targets, min(10 + comments // 8, MAX_USERS))
+    if max(max_user + n_users, max_page + page_targets, max_comment + comments) > INT64_MAX:
+        raise click.ClickException(
+            "seed adds ids after the largest stored ones, and there is no room for them "
+            f"below {INT64_MAX}: nothing seeded")
     # Names already stored (an earlier seeding, an import) are taken too.
     taken = set(conn.scalars(q.USERNAMES)) if max_user else set()
     authors: dict[int, tuple[str, str | None]] = {}

@@ -61,7 +61,8 @@ def _size(file: IO[bytes]) -> int | None:
 @click.command("seed")
 @with_appcontext
 @click.option("--comments", default=500, show_default=True, type=click.IntRange(min=0))
-@click.option("--targets", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--targets", default=20, show_default=True,
+              type=click.IntRange(min=1, max=demo.MAX_TARGETS))
 @click.option("--seed", "seed_value", default=1, show_default=True, type=int,
               help="Same seed, same data.")
 @click.option("--hot-share", default=0.0, show_default=True,
