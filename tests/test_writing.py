@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import threading
 
 import pytest
@@ -155,6 +157,8 @@ def test_the_default_body_limit_is_5000_characters(client, community):
      "application/x-www-form-urlencoded", 400, "The form data is not valid UTF-8."),
     (b"<x/>", "application/xml; charset=utf-8", 415,
      'Unsupported media type "application/xml; charset=utf-8" in request.'),
+    (b'{"body": "hi"}', "application/vnd.api+json", 415,
+     'Unsupported media type "application/vnd.api+json" in request.'),
 ])
 def test_unreadable_bodies(app, client, community, data, content_type, status, detail):
     before = table_rows(app)
@@ -166,6 +170,24 @@ def test_unreadable_bodies(app, client, community, data, content_type, status, d
     else:
         assert_error(response, status, detail)
     assert table_rows(app) == before
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "GZIP, identity"])
+def test_a_body_in_a_content_coding_is_415_and_writes_nothing(app, client, community, coding):
+    """Bytes in a coding the API does not decode, or a plain body said to be in one."""
+    before = table_rows(app)
+    body = gzip.compress(b'{"body": "hi"}') if coding == "gzip" else json.dumps(
+        {**PAGE, "body": "hi"}).encode()
+    response = client.post(URL, data=body, content_type="application/json",
+                           headers={**community.auth("ann"), "Content-Encoding": coding})
+    assert_error(response, 415, f'Unsupported content encoding "{coding}" in request.')
+    assert table_rows(app) == before
+
+
+def test_an_identity_coding_is_no_coding(client, community):
+    response = client.post(URL, json={**PAGE, "body": "hi"},
+                           headers={**community.auth("ann"), "Content-Encoding": "identity"})
+    assert response.status_code == 201
 
 
 def test_an_oversized_request_is_413_and_writes_nothing(app_factory):

@@ -1,8 +1,10 @@
 """Reading the fields of a write: JSON or form data, within a size limit.
 
 Every way a body can be unreadable gets its own clear answer: too large 413, a media
-type the API does not parse 415, malformed JSON 400, JSON that is not an object 400,
-chunks the server cannot decode 400.
+type the API does not parse 415 (``application/json`` itself, not the ``+json`` types, as
+the API it replaces), a content coding it does not decode 415 (gzip bytes read as JSON
+would be a misleading 400, and a coding named over a plain body a client's error),
+malformed JSON 400, JSON that is not an object 400, chunks the server cannot decode 400.
 A repeated form field counts by its last value and an empty one is missing, as in the
 query string.
 
@@ -45,8 +47,11 @@ def read_fields(req: Request, max_bytes: int) -> dict[str, Any]:
     The size is checked before the media type, so any body over the limit is 413.
     """
     body = read_body(req, max_bytes)
+    coding = req.headers.get("Content-Encoding", "").strip()
+    if body and coding and coding.lower() != "identity":
+        raise UnsupportedMediaType(f'Unsupported content encoding "{coding}" in request.')
     mimetype = req.mimetype
-    if mimetype == "application/json" or mimetype.endswith("+json"):
+    if mimetype == "application/json":
         return _json_object(body)
     if mimetype in FORM_TYPES:
         return _form_fields(req, body, max_bytes)
