@@ -148,6 +148,12 @@ class EndpointState:
         return self.attempts > 0
 
 
+def urls(engine: Engine) -> list[str]:
+    """Every endpoint's URL, active or not."""
+    with engine.connect() as conn:
+        return [row.url for row in conn.execute(q.URLS)]
+
+
 def states(conn: Connection) -> list[EndpointState]:
     """Every endpoint, active or not, by URL."""
     return [EndpointState(

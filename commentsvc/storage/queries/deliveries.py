@@ -99,6 +99,9 @@ RELEASE = text("""
     WHERE url = :url AND lease_owner = :owner
 """)
 
+# Every endpoint's URL, active or not (the deliverer names them as the metrics do).
+URLS = text("SELECT url FROM commentsvc_webhook_endpoint ORDER BY url")
+
 # Every endpoint's state, with how many events it lacks and when the oldest of them was
 # written (a primary key range per endpoint).
 STATES = text("""
