@@ -7,6 +7,7 @@ that checks each delivery's signature (commentsvc.webhooks.verify) and keeps wha
         receiver.delay = 2.0            # answer only after this many seconds
         receiver.stop(); receiver.start()   # down for a while, back on the same port
         receiver.events()               # every verified event, in arrival order
+        receiver.received               # each with its headers and path (query included)
 
 A delivery whose signature does not verify is answered 400 and kept in ``rejected``.
 """
@@ -72,6 +73,7 @@ class WebhookReceiver:
                         with receiver._lock:
                             receiver.received.append({"event": event,
                                                       "headers": dict(self.headers),
+                                                      "path": self.path,
                                                       "at": time.monotonic()})
                         status = 204
                 try:

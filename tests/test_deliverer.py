@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -406,3 +407,104 @@ def test_the_documented_event_schemas_are_exact(app):
     assert set(schemas["CreatedData"]["required"]) == {
         "comment_id", "content_type", "object_id", "parent_id", "comment"}
     assert len(schemas["StoredComment"]["required"]) == 9
+
+
+def secret_urls(receiver) -> tuple[str, str]:
+    """Two endpoints at the receiver with a password and a token: alike once hidden."""
+    base = f"http://admin:s3cretpw@127.0.0.1:{receiver.port}{receiver.path}"
+    return f"{base}?token=abc", f"{base}?token=abd"
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in ("s3cretpw", "abc", "abd"):
+        assert secret not in text, text
+
+
+def test_metrics_and_the_events_command_show_no_secret_of_an_endpoint_yet_keep_two_apart(
+        app_factory, receiver):
+    first, second = secret_urls(receiver)
+    app = hooked_app(app_factory, first, second)
+    post_many(app, Community(app), 2)
+    assert make_deliverer(app).run_once() == 4
+    # what is delivered and stored is the URL as configured, secrets and all
+    assert sorted(item["path"] for item in receiver.received) == [
+        "/hooks/comments?token=abc"] * 2 + ["/hooks/comments?token=abd"] * 2
+    assert {item["headers"]["Authorization"] for item in receiver.received} == {
+        "Basic YWRtaW46czNjcmV0cHc="}  # admin:s3cretpw
+    assert set(endpoint_states(app)) == {first, second}
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    assert_no_secret(text)
+    hidden = f"http://admin:***@127.0.0.1:{receiver.port}/hooks/comments?token=***"
+    for number in (1, 2):
+        assert (f'commentsvc_webhook_delivered_total{{endpoint="{hidden} ({number})"}} 2.0'
+                in text), text
+    listed = app.test_cli_runner().invoke(args=["events"])
+    assert listed.exit_code == 0, listed.output
+    assert_no_secret(listed.output)
+    assert f"{hidden} (1) [ok] delivered 2" in listed.output
+    assert f"{hidden} (2) [ok] delivered 2" in listed.output
+
+
+def test_a_failing_endpoint_s_secrets_stay_out_of_logs_errors_and_the_events_command(
+        app_factory, caplog):
+    dead = "http://admin:s3cretpw@127.0.0.1:9/gone?token=abc"
+    app = hooked_app(app_factory, dead, COMMENTSVC_WEBHOOK_RETRY_HOURS="1")
+    post_many(app, Community(app), 1)
+    clock = Clock()
+    deliverer = make_deliverer(app, clock)
+    caplog.set_level(logging.WARNING, "commentsvc.deliverer")
+    deliverer.run_once()
+    clock.advance(minutes=61)
+    deliverer.run_once()  # given up
+    messages = [r.getMessage() for r in caplog.records if r.name == "commentsvc.deliverer"]
+    assert len(messages) == 2
+    assert "to http://admin:***@127.0.0.1:9/gone?token=*** failed" in messages[0]
+    assert "for http://admin:***@127.0.0.1:9/gone?token=*** after 2" in messages[1]
+    assert "url: /gone?token=***" in messages[1], "the error of requests, scrubbed"
+    for message in messages:
+        assert_no_secret(message)
+    state = endpoint_states(app)[dead]  # stored as configured
+    assert_no_secret(state.last_error or "")
+    listed = app.test_cli_runner().invoke(args=["events"])
+    assert listed.exit_code == 1
+    assert "UTC http://admin:***@127.0.0.1:9/gone?token=*** event 1" in listed.output
+    assert_no_secret(listed.output)
+
+
+def test_an_error_kept_before_secrets_were_scrubbed_is_shown_without_them(
+        app_factory, receiver):
+    first, _ = secret_urls(receiver)
+    app = hooked_app(app_factory, first)
+    post_many(app, Community(app), 1)
+    make_deliverer(app)
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE commentsvc_webhook_endpoint SET attempts = 1, first_failure = :now, "
+            "last_error = :error WHERE url = :url"),
+            {"now": outbox.now(), "url": first,
+             "error": "ConnectionError: Max retries exceeded with url: "
+                      "/hooks/comments?token=abc; s3cretpw"})
+    listed = app.test_cli_runner().invoke(args=["events"])
+    assert listed.exit_code == 1
+    assert "url: /hooks/comments?token=***; ***" in listed.output
+    assert_no_secret(listed.output)
+
+
+def test_the_deliverer_s_threads_are_named_without_secrets(app_factory, receiver):
+    first, second = secret_urls(receiver)
+    deliverer = make_deliverer(hooked_app(app_factory, first, second))
+    stop = threading.Event()
+    running = threading.Thread(target=deliverer.run, args=(stop,))
+    running.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            names = [t.name for t in threading.enumerate() if t.name.startswith("deliver ")]
+            if len(names) == 2:
+                break
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        running.join(10)
+    hidden = f"deliver http://admin:***@127.0.0.1:{receiver.port}/hooks/comments?token=***"
+    assert sorted(names) == [f"{hidden} (1)", f"{hidden} (2)"]

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from commentsvc import webhooks
+from commentsvc.rules import endpoint_urls
 from commentsvc.settings import Settings
 from commentsvc.storage import deliveries, outbox
 from commentsvc.storage.deliveries import Claim, StoredEvent
@@ -120,6 +121,8 @@ class Deliverer:
         self.clock = clock
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.database = DatabaseState()
+        # how the log names each endpoint: never its secrets (rules.endpoint_urls)
+        self.names = endpoint_urls.labels(self.urls)
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -127,8 +130,15 @@ class Deliverer:
 
     def register(self, only_these: bool = True) -> None:
         """Make the configured endpoints active; ``only_these``: the only active ones
-        (storage.deliveries.register)."""
+        (storage.deliveries.register). Endpoints are then named as the metrics name them,
+        numbered among every endpoint in the database where several would show alike."""
         deliveries.register(self.engine, self.urls, self.clock(), only_these)
+        every = endpoint_urls.labels([*deliveries.urls(self.engine), *self.urls])
+        self.names = {url: every[url] for url in self.urls}
+
+    def name(self, url: str) -> str:
+        """How the log names the endpoint at ``url``."""
+        return self.names.get(url) or endpoint_urls.shown(url)
 
     def run_once(self) -> int:
         """Send every event due now to every endpoint, one endpoint after another; how
@@ -142,7 +152,7 @@ class Deliverer:
     def run(self, stop: threading.Event) -> None:
         """A thread per endpoint until ``stop`` is set; old events pruned meanwhile."""
         threads = [threading.Thread(target=self.serve, args=(url, stop), daemon=True,
-                                    name=f"deliver {url}") for url in self.urls]
+                                    name=f"deliver {self.name(url)}") for url in self.urls]
         for thread in threads:
             thread.start()
         while not stop.wait(PRUNE_EVERY):
@@ -201,6 +211,8 @@ class Deliverer:
         will be tried again) or the lease was lost."""
         attempts = held.attempts + 1
         error = self.send(held.url, event, attempts)
+        if error is not None:  # kept and logged: an error may quote the URL
+            error = endpoint_urls.scrubbed(error, held.url)
         now = self.clock()
         lease = self.settings.webhook_lease_seconds
         if error is None:
@@ -208,12 +220,12 @@ class Deliverer:
         first = held.first_failure or now
         if now - first >= timedelta(hours=self.settings.webhook_retry_hours):
             log.error("gave up on event %s (%s) for %s after %d attempts: %s", event.uid,
-                      event.type, held.url, attempts, error)
+                      event.type, self.name(held.url), attempts, error)
             given = deliveries.give_up(self.engine, held, event.id, attempts, error, now,
                                        lease)
             return 0 if given else None
         wait = backoff(attempts, self.settings.webhook_max_backoff_seconds)
         log.warning("event %s to %s failed (attempt %d; again in %.1f s): %s", event.uid,
-                    held.url, attempts, wait, error)
+                    self.name(held.url), attempts, wait, error)
         deliveries.failed(self.engine, held, error, now, now + timedelta(seconds=wait))
         return None

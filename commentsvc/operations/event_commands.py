@@ -15,6 +15,7 @@ import click
 from flask.cli import with_appcontext
 
 from commentsvc.operations.deliverer import Deliverer
+from commentsvc.rules import endpoint_urls
 from commentsvc.storage import deliveries, engine, outbox
 from commentsvc.web import current
 
@@ -86,29 +87,37 @@ def events_command(limit: int, alarm_hours: float) -> None:
         kept, newest = outbox.totals(conn)
         endpoints = deliveries.states(conn)
         abandoned = deliveries.given_up(conn, limit)
+    # named as /metrics names them, without secrets: the full URLs are in the settings
+    names = endpoint_urls.labels([*(s.url for s in endpoints), *(i.url for i in abandoned)])
     click.echo(f"Events: {kept} kept, newest id {newest}.")
     if not endpoints:
         click.echo("No webhook endpoint has been delivered to yet.")
     for state in endpoints:
         status = ("failing" if state.failing else "ok") + ("" if state.active else
                                                           ", not configured")
-        click.echo(f"{state.url} [{status}] delivered {state.delivered}, waiting "
+        click.echo(f"{names[state.url]} [{status}] delivered {state.delivered}, waiting "
                    f"{state.pending}, lag {state.lag_seconds(now):.1f} s, failed attempts "
                    f"{state.failed_attempts}, given up {state.given_up}")
         if state.failing:
             click.echo(f"  event {state.delivered_through + 1}: {state.attempts} failed "
                        f"attempt(s) since {state.first_failure:%Y-%m-%d %H:%M:%S} UTC, next "
-                       f"at {state.next_attempt:%Y-%m-%d %H:%M:%S} UTC: {state.last_error}")
+                       f"at {state.next_attempt:%Y-%m-%d %H:%M:%S} UTC: "
+                       f"{_error(state.last_error, state.url)}")
     if abandoned:
         click.echo("Given up on (newest first):")
     for item in abandoned:
-        click.echo(f"  {item.given_up_at:%Y-%m-%d %H:%M:%S} UTC {item.url} event "
+        click.echo(f"  {item.given_up_at:%Y-%m-%d %H:%M:%S} UTC {names[item.url]} event "
                    f"{item.event_id} {item.event_type or '(pruned)'} {item.event_uid or ''} "
-                   f"after {item.attempts} attempt(s): {item.last_error}")
+                   f"after {item.attempts} attempt(s): {_error(item.last_error, item.url)}")
     recent = now - timedelta(hours=alarm_hours)
     if (any(state.failing and state.active for state in endpoints)
             or any(item.given_up_at >= recent for item in abandoned)):
         sys.exit(1)
+
+
+def _error(error: str | None, url: str) -> str:
+    """An error as kept, without the endpoint's secrets (kept before they were taken out)."""
+    return endpoint_urls.scrubbed(error or "", url)
 
 
 COMMANDS = (deliver_command, events_command)

@@ -5,6 +5,9 @@ the lag (how long the oldest waiting one has waited); and how many events are ke
 They come from the endpoints' rows (storage.deliveries), which every deliverer on every
 node updates, so any worker of any node answers with the same figures, and they survive
 restarts. A scrape while the database is unreachable leaves them out.
+
+/metrics needs no sign-in, so the ``endpoint`` label is the URL without its secrets
+(rules.endpoint_urls), numbered where two endpoints would otherwise share a label.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from flask import Flask
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy.exc import SQLAlchemyError
 
+from commentsvc.rules import endpoint_urls
 from commentsvc.storage import deliveries, outbox
 from commentsvc.storage.engine import get_engine
 
@@ -54,6 +58,7 @@ class EventsCollector:
             log.info("webhook metrics left out: the database did not answer")
             return
         now = outbox.now()
+        names = endpoint_urls.labels(state.url for state in states)
         labels = ["endpoint"]
         delivered = CounterMetricFamily(*_FAMILIES["delivered"], labels=labels)
         failed = CounterMetricFamily(*_FAMILIES["failed"], labels=labels)
@@ -63,10 +68,10 @@ class EventsCollector:
         for state in states:
             if not state.active:
                 continue
-            delivered.add_metric([state.url], state.delivered)
-            failed.add_metric([state.url], state.failed_attempts)
-            given_up.add_metric([state.url], state.given_up)
-            pending.add_metric([state.url], state.pending)
-            lag.add_metric([state.url], state.lag_seconds(now))
+            delivered.add_metric([names[state.url]], state.delivered)
+            failed.add_metric([names[state.url]], state.failed_attempts)
+            given_up.add_metric([names[state.url]], state.given_up)
+            pending.add_metric([names[state.url]], state.pending)
+            lag.add_metric([names[state.url]], state.lag_seconds(now))
         yield from (delivered, failed, given_up, pending, lag)
         yield GaugeMetricFamily(*_FAMILIES["kept"], value=kept)
