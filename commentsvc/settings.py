@@ -20,6 +20,7 @@ from limits import parse_many
 from limits.storage import storage_from_string
 from werkzeug.utils import import_string
 
+from commentsvc.rules.endpoint_urls import shown
 from commentsvc.rules.identifiers import BUILT_IN_CONTENT_TYPES
 from commentsvc.rules.rendered import display_key
 from commentsvc.storage.database_urls import POSTGRES_SPELLINGS, is_postgres, normalise_url
@@ -155,7 +156,8 @@ def _webhook_urls(raw: Any) -> tuple[str, ...]:
     for url in urls:
         scheme, _, rest = url.partition("://")
         if scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
-            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+            # named without its secrets: an endpoint URL may carry a password or token
+            raise ValueError(f"{shown(url)!r} is not an http:// or https:// URL")
     return tuple(dict.fromkeys(urls))  # each endpoint once, in the order given
 
 
@@ -324,7 +326,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WEBHOOK_URLS", (), _webhook_urls,
             "Endpoints (http:// or https:// URLs, separated by commas) the deliver command "
             "POSTs every event to (docs/EVENTS.md); empty sends none. Events are recorded "
-            "either way."),
+            "either way.",
+            secret=True),
     Setting("WEBHOOK_SECRET", "", _webhook_secret,
             "The key that signs every webhook (HMAC-SHA256; at least 24 characters); the "
             "deliver command refuses to start without it when WEBHOOK_URLS is set.",

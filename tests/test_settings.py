@@ -49,6 +49,18 @@ def test_bad_values_are_refused_by_name(name, value):
         settings.from_environment({name: value})
 
 
+def test_a_bad_webhook_url_is_named_without_the_secrets_of_any():
+    """Endpoint URLs may carry passwords and tokens: a start-up error repeats none."""
+    value = "http://admin:s3cretpw@hooks.example/in?token=abc ftp://ops:0therpw@x/y?k=def"
+    with pytest.raises(settings.SettingsError) as refused:
+        settings.from_environment({"COMMENTSVC_WEBHOOK_URLS": value})
+    message = str(refused.value)
+    assert "COMMENTSVC_WEBHOOK_URLS=(hidden)" in message
+    assert "'ftp://ops:***@x/y?k=***' is not an http:// or https:// URL" in message
+    for secret in ("s3cretpw", "abc", "0therpw", "def"):
+        assert secret not in message
+
+
 def test_defaults_when_nothing_is_set():
     values = settings.resolved({})
     assert values["PAGE_SIZE"] == 10
