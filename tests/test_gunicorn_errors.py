@@ -41,8 +41,10 @@ def server(tmp_path_factory):
     (b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 400,
      "Bad request."),
     (b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400, "Bad request."),
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n", 400,
+     "Invalid Host header."),
 ], ids=["414", "431", "400-raw-byte", "400-request-line", "400-negative-length",
-        "400-length-and-chunked", "400-transfer-coding", "400-nul-in-header"])
+        "400-length-and-chunked", "400-transfer-coding", "400-nul-in-header", "400-two-hosts"])
 def test_what_gunicorn_refuses_is_json(server, request_bytes, status, detail):
     received, _elapsed = exchange(server.port, request_bytes)
     got, headers, body = parse(received)

@@ -14,9 +14,11 @@ import json
 import socket
 
 from gunicorn import util
+from gunicorn.http.errors import InvalidHeader
 from gunicorn.workers.gthread import ThreadWorker as GunicornThreadWorker
 
 from commentsvc.operations import front
+from commentsvc.web.request_target import INVALID_HOST
 
 # Each status gunicorn refuses a request with, and the detail sent (nginx's where it has one).
 DETAILS = {431 if status == 494 else status: detail for status, detail in front.ERRORS} | {
@@ -25,13 +27,15 @@ DETAILS = {431 if status == 494 else status: detail for status, detail in front.
 }
 
 
-def error_response(status: int, reason: str) -> bytes:
-    """The whole HTTP answer to a request gunicorn refused with ``status``.
+def error_response(status: int, reason: str, detail: str | None = None) -> bytes:
+    """The whole HTTP answer to a request gunicorn refused with ``status`` (``detail``:
+    said instead of the status's own sentence).
 
     >>> error_response(414, "URI Too Long").split(b"\\r\\n\\r\\n")[1]
     b'{"detail": "The request URI is too long."}'
     """
-    body = json.dumps({"detail": DETAILS.get(status, f"{reason}.")}).encode("utf-8")
+    said = detail or DETAILS.get(status, f"{reason}.")
+    body = json.dumps({"detail": said}).encode("utf-8")
     head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
             "Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"
             f"Content-Length: {len(body)}\r\n\r\n")
@@ -40,8 +44,15 @@ def error_response(status: int, reason: str) -> bytes:
 
 def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn's ``util.write_error``, JSON: ``mesg`` (gunicorn's words, with the request's
-    bytes in them) is logged by gunicorn already and not sent."""
-    util.write_nonblock(sock, error_response(status_int, reason))
+    bytes in them) is logged by gunicorn already and not sent. A request with two Host
+    lines, which gunicorn refuses itself, gets the app's answer to a Host naming two hosts
+    (web.request_target)."""
+    detail = INVALID_HOST if status_int == 400 and mesg == _TWO_HOSTS else None
+    util.write_nonblock(sock, error_response(status_int, reason, detail))
+
+
+# What gunicorn says of a request that repeats Host (a field that may come once).
+_TWO_HOSTS = str(InvalidHeader("HOST"))
 
 
 class ThreadWorker(GunicornThreadWorker):
