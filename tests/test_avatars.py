@@ -160,6 +160,32 @@ def test_a_slash_in_a_name_is_part_of_the_name(client):
         assert response.data == avatars.identicon("AC/DC")
 
 
+@pytest.mark.parametrize(("name", "avatar"), [
+    ("x", "avatars/2024/ann.png"), ("AC/DC", "a/b.png"), ("p/thumb/q", "c/thumb/d.png"),
+    ("p/thumb/q", "d.png"), ("ann", "thumb/x.png"),
+])
+def test_a_slash_in_an_avatar_file_name_keeps_the_users_picture(client, name, avatar):
+    """The name and the file name each holding slashes, as author_avatar spells them: the
+    file name does not change the picture (a Django avatar is stored under its folder)."""
+    path = formatting.avatar_url(name, avatar, "/static/img/default-avatar.png")
+    with client.get(path) as response:
+        assert response.status_code == 200
+        assert response.data == avatars.identicon(name)
+
+
+def test_without_the_raw_path_the_shortest_name_is_taken(app):
+    """A server that passes no raw path: the decoded path alone, split at its first
+    /thumb/ (a name holding /thumb/ then shows another picture, never a 404)."""
+    from werkzeug.test import EnvironBuilder
+
+    environ = EnvironBuilder(path="/media/users/x/thumb/a/b.png").get_environ()
+    del environ["RAW_URI"], environ["REQUEST_URI"]
+    with app.request_context(environ):
+        response = app.full_dispatch_request()
+    assert response.status_code == 200
+    assert b"".join(response.response) == avatars.identicon("x")
+
+
 @pytest.mark.parametrize("name", ["a\nb", "a\r\nb", "\n", "a\u2028b\x85c"])
 def test_a_name_with_a_line_break_has_its_picture(client, name):
     """The name as author_avatar spells it: Werkzeug's path converter stopped at a
