@@ -241,6 +241,46 @@ def test_a_post_through_the_stack_is_written_and_read_back(serve_url):
                                                   "by the writers")
 
 
+def answer_for_host(base: str, method: str, path: str, host: str, token: str = "",
+                    body: dict | None = None) -> tuple[int, dict]:
+    """Status and JSON body of ``method`` on ``path``, sent with ``host`` as its Host."""
+    import http.client
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(base)
+    headers = {"Host": host, "Connection": "close", "Accept": "application/json",
+               **({"Authorization": f"Token {token}"} if token else {}),
+               **({"Content-Type": "application/json"} if body is not None else {})}
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body),
+                     headers=headers)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_a_host_naming_two_hosts_is_refused_through_the_front_and_writes_nothing(serve_url):
+    """As under gunicorn alone (API.md, "Host and path"). nginx passes the client's Host on
+    as it came and no X-Forwarded-Host: as one, "victim.example,evil.example" reads as a
+    list of two hosts, and the app, trusting nginx's entry (the last), built its URLs and
+    its Location on evil.example and wrote the post."""
+    community = prepare(serve_url, comments=5, targets=1, posters=1)
+    token = next(iter(community.tokens.values()))
+    content_type, object_id = community.targets[0]
+    two_hosts = "victim.example,evil.example"
+    refused = (400, {"detail": "Invalid Host header."})
+    target = f"{LIST}?content_type={content_type}&object_id={object_id}&page_size=100"
+    with Serve(serve_url) as served:
+        listed = answer_for_host(served.base, "GET", target, "victim.example")[1]["results"]
+        assert answer_for_host(served.base, "GET", LIST, two_hosts) == refused
+        assert answer_for_host(served.base, "POST", LIST, two_hosts, token, {
+            "content_type": content_type, "object_id": object_id, "body": "x"}) == refused
+        assert answer_for_host(served.base, "GET", target, "victim.example")[1][
+            "results"] == listed
+
+
 def test_when_the_writers_gunicorn_dies_the_launcher_stops_the_rest_and_exits_1(serve_url):
     with Serve(serve_url) as served:
         pids = stack_pids(served)

@@ -24,7 +24,9 @@ a burst of writes would take most of the machine from the readers (BENCHMARKS.md
 first: the writers' own gunicorn").
 
 The app runs with COMMENTSVC_TRUSTED_PROXIES=1: nginx is the one hop it trusts, and nginx
-sets X-Forwarded-For/Proto/Host itself instead of passing a client's.
+sets X-Forwarded-For/Proto itself instead of passing a client's. It passes the client's
+Host on as Host and sends no X-Forwarded-Host, a list in which a Host naming two hosts
+would read as two entries (the app would take the last instead of refusing it).
 """
 
 from __future__ import annotations
