@@ -1,6 +1,7 @@
 """The production stack (`commentsvc serve`: nginx in front of gunicorn) against slow and
 malformed clients, on each database: slow clients never reach the app, errors answered in
-front are JSON, and a client's forwarded headers are replaced by nginx's own.
+front are JSON and name a cause only where nginx knows it, and a client's forwarded headers
+are replaced by nginx's own.
 
 Each stack is real: nginx and gunicorn processes on a free loopback port. Without nginx
 these tests skip, except in CI (CI=true, set by .ci/run, which installs it), where they fail.
@@ -11,6 +12,8 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import random
+import re
 import shutil
 import socket
 import socketserver
@@ -144,13 +147,30 @@ def test_stalled_requests_are_closed_in_front_within_seconds(stack):
     (b"NOT AN HTTP REQUEST\r\n\r\n", 400, "Bad request."),
     (b"GET /api/comments/ HTTP/1.1\r\n\r\n", 400,  # HTTP/1.1 without Host, as the app says
      "A Host header is required."),
+    # Hosts nginx refuses that the app refuses too, in the app's words.
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: a b\r\n\r\n", 400, "Invalid Host header."),
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: a..b\r\n\r\n", 400, "Invalid Host header."),
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: a\x01b\r\n\r\n", 400, "Invalid Host header."),
+    # Where nginx cannot tell the cause (it stopped reading before the Host, or it keeps
+    # nothing of an empty one), it names none: never "A Host header is required."
+    (b"GET /api/comments/%00/ HTTP/1.1\r\nHost: x\r\n\r\n", 400, "Bad request."),
+    (b"GET /api/comments/../../../x HTTP/1.1\r\nHost: x\r\n\r\n", 400, "Bad request."),
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: \r\n\r\n", 400, "Bad request."),
+    (b"GET /api/comments/ HTTP/1.1\r\nNo colon\r\nHost: x\r\n\r\n", 400, "Bad request."),
+    # Refused for another reason than its Host: a valid one, or none on HTTP/1.0.
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\nContent-Length: z\r\n\r\n", 400,
+     "Bad request."),
+    (b"GET /api/comments/ HTTP/1.0\r\nContent-Length: z\r\n\r\n", 400, "Bad request."),
     (b"TRACE /api/comments/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405,
      'Method "TRACE" not allowed.'),
     (b"POST /api/comments/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n"
      b"Connection: close\r\n\r\n", 501, "The transfer coding of the request is not supported."),
     (b"GET /api/comments/ HTTP/2.0\r\nHost: x\r\nConnection: close\r\n\r\n", 505,
      "The HTTP version of the request is not supported."),
-], ids=["413-length", "413-chunked", "414", "431", "400-request-line", "400-no-host", "405-trace",
+], ids=["413-length", "413-chunked", "414", "431", "400-request-line", "400-no-host",
+        "400-host-with-space", "400-host-empty-label", "400-host-control-character",
+        "400-nul-in-path", "400-above-root", "400-empty-host", "400-header-line",
+        "400-content-length", "400-http10-content-length", "405-trace",
         "501-transfer-coding", "505-version"])
 def test_errors_answered_in_front_are_json(stack, request_bytes, status, detail):
     before = len(app_requests(stack))
@@ -161,6 +181,24 @@ def test_errors_answered_in_front_are_json(stack, request_bytes, status, detail)
     assert headers["x-content-type-options"] == "nosniff"
     assert json.loads(body) == {"detail": detail}
     assert len(app_requests(stack)) == before
+
+
+def test_every_host_the_app_takes_has_the_form_nginx_checks():
+    """nginx says "Invalid Host header." for a Host without front.HOST_FORM: the app must
+    refuse every such Host (valid_host), over the API's examples and random strings."""
+    from commentsvc.web.request_target import valid_host
+
+    taken = ["example.com", "Example.COM.", "xn--bcher-kva.de", "localhost:8080", "a-b.c",
+             "192.0.2.1:443", "[::1]", "[2001:db8::7]:80", "[::ffff:192.0.2.1]", "x:65535"]
+    assert all(valid_host(host) and re.fullmatch(front.HOST_FORM, host) for host in taken)
+    refused = ["a b", "a..b", "", ".", "x/y", "a@b", "_", "host:", "host:0", "-a.com",
+               "victim.example,evil.example", "bücher.de", "a\x01b", "[::1", "host:080"]
+    assert not any(re.fullmatch(front.HOST_FORM, host) for host in refused)
+    assert not any(valid_host(host) for host in refused)
+    draw = random.Random(7)
+    for _ in range(20000):
+        host = "".join(draw.choices("aZ09.-:[]_, /@", k=draw.randint(1, 9)))
+        assert re.fullmatch(front.HOST_FORM, host) or not valid_host(host), host
 
 
 def test_a_body_at_the_apps_limit_reaches_the_app(stack):

@@ -27,7 +27,8 @@ MAX_BODY_BUFFER_BYTES = 65536
 # What nginx answers itself: status and detail. 494 is nginx's own code for headers too
 # large; the client gets the standard 431 for it. nginx refuses TRACE itself (405), a
 # transfer coding other than chunked (501) and an HTTP version it does not speak (505).
-# A 400 for an HTTP/1.1 request without Host says so, as the app would (nginx.conf.j2).
+# A 400's detail is the app's where nginx knows the cause (nginx.conf.j2): "A Host header
+# is required." (HTTP/1.1 without Host), "Invalid Host header." (a Host not of HOST_FORM).
 ERRORS = (
     (400, "Bad request."),
     (405, 'Method "TRACE" not allowed.'),
@@ -41,6 +42,12 @@ ERRORS = (
     (504, "The service did not answer in time."),
     (505, "The HTTP version of the request is not supported."),
 )
+
+# The form of every Host the app takes (web.request_target.valid_host), and of some it
+# refuses (no limits on lengths, numbers or IPv6 groups): a Host without it is invalid for
+# sure, so nginx may say so where it refuses the request for whatever reason.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+HOST_FORM = rf"(?:(?:{_LABEL}\.)*{_LABEL}\.?|\[[0-9A-Fa-f:.]+\])(?::[1-9][0-9]{{0,4}})?"
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ def render(config: FrontConfig) -> str:
         max_body_bytes=config.max_body_bytes,
         body_buffer_bytes=min(config.max_body_bytes, MAX_BODY_BUFFER_BYTES),
         socket=config.socket, write_socket=config.write_socket, listen=config.listen,
-        app_timeout_seconds=config.app_timeout_seconds,
+        app_timeout_seconds=config.app_timeout_seconds, host_form=HOST_FORM,
         errors=[(status, _in_nginx_string(json.dumps(detail)[1:-1]))
                 for status, detail in ERRORS])
 
