@@ -188,6 +188,37 @@ def test_bad_settings_stop_the_launcher_before_anything_starts(tmp_path):
     assert len(finished.stderr.strip().splitlines()) == 1
 
 
+def nginx_programs(tmp_path: Path) -> dict[str, str]:
+    """Programs given as --nginx that are no working nginx, by what is wrong with them."""
+    not_a_program = tmp_path / "not-a-program"
+    not_a_program.write_text("nginx\n")
+    refusing = tmp_path / "refusing"
+    refusing.write_text('#!/bin/sh\necho "nginx: [emerg] unknown directive" >&2\nexit 1\n')
+    for program in (not_a_program, refusing):
+        program.chmod(0o755)
+    return {"missing": "/nonexistent", "not on PATH": "no-such-nginx-program",
+            "a directory": str(tmp_path), "not executable": str(tmp_path / "plain"),
+            "not a program": str(not_a_program), "refusing": str(refusing)}
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("missing", "--nginx /nonexistent: no such executable file"),
+    ("not on PATH", "--nginx no-such-nginx-program: no such executable file"),
+    ("a directory", ": no such executable file"),
+    ("not executable", ": no such executable file"),
+    ("not a program", "nginx cannot run: [Errno 8] Exec format error"),
+    ("refusing", "nginx refuses its configuration: nginx: [emerg] unknown directive")])
+def test_an_nginx_that_cannot_serve_is_one_line_before_anything_starts(tmp_path, kind, said):
+    """As an nginx missing from PATH is: exit 1, one line, no traceback, no gunicorn."""
+    (tmp_path / "plain").write_text("nginx\n")
+    program = nginx_programs(tmp_path)[kind]
+    finished = subprocess.run(SERVING + ["--nginx", program, "--port", str(free_port())],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 1
+    assert finished.stderr.startswith("Error: ") and said in finished.stderr
+    assert len(finished.stderr.strip().splitlines()) == 1  # gunicorn, started, logs lines
+
+
 def gunicorns(served: Serve) -> dict[str, list[int]]:
     """The stack's gunicorn processes (master and workers) by the socket they serve."""
     found: dict[str, list[int]] = {}

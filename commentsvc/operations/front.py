@@ -124,8 +124,12 @@ def prepare_runtime_dir(runtime_dir: Path, config: FrontConfig) -> Path:
     return conf
 
 
-def find_nginx() -> str | None:
-    """The nginx program: on PATH, or where Debian puts it."""
+def find_nginx(program: str | None = None) -> str | None:
+    """The nginx program: ``program`` (a path, or a name looked up on PATH) when given,
+    else on PATH or where Debian puts it; None when it is not an executable file, so
+    that the launcher can say so before it starts anything."""
+    if program is not None:
+        return shutil.which(program)
     for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
         if candidate and os.access(candidate, os.X_OK):
             return candidate

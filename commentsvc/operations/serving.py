@@ -6,7 +6,9 @@
 It renders nginx's configuration into a private runtime directory, starts gunicorn on a
 unix socket there (with gunicorn.conf.py of the working directory when there is one, else
 the package's own settings, operations.gunicorn_settings), the writers' gunicorn on another
-(below), and nginx in the foreground on HOST:PORT, then watches them all:
+(below), and nginx in the foreground on HOST:PORT, then watches them all (before any
+starts, ``nginx -t`` tests the configuration: an --nginx program that is no nginx is one
+line, as a missing nginx is):
 
 - SIGTERM or SIGINT: nginx stops taking connections and finishes the requests it has,
   then each gunicorn finishes its own; a second signal makes all stop at once.
@@ -105,6 +107,18 @@ class Stack:
                     raise click.ClickException(f"{name} did not start (see its messages above)")
                 time.sleep(0.1)
         self.nginx = _child(self.nginx_command, os.environ)
+
+    def check_nginx(self) -> None:
+        """nginx reads its configuration (``nginx -t``) before anything starts: a program
+        that is no nginx, or an nginx that refuses the configuration, is one line."""
+        try:
+            tested = subprocess.run([*self.nginx_command, "-t", "-q"], capture_output=True,
+                                    text=True, timeout=START_SECONDS, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise click.ClickException(f"nginx cannot run: {exc}") from exc
+        if tested.returncode != 0:
+            said = tested.stderr.strip().splitlines() or [f"exit status {tested.returncode}"]
+            raise click.ClickException(f"nginx refuses its configuration: {said[-1]}")
 
     def children(self) -> list[subprocess.Popen[bytes]]:
         return [child for child in (self.nginx, self.gunicorn, self.writers)
@@ -272,9 +286,11 @@ def serve(stack: Stack) -> int:
 def serve_command(host: str, port: int, workers: int, write_workers: int, write_nice: int,
                   runtime_dir: Path | None, nginx_program: str | None) -> None:
     """Serve the app in production: nginx in front of gunicorn (see operations.serving)."""
-    nginx_program = nginx_program or front.find_nginx()
-    if nginx_program is None:
-        raise click.ClickException("nginx is not installed (Debian: apt-get install nginx)")
+    nginx = front.find_nginx(nginx_program)
+    if nginx is None:
+        raise click.ClickException(
+            f"--nginx {nginx_program}: no such executable file" if nginx_program
+            else "nginx is not installed (Debian: apt-get install nginx)")
     try:
         settings.from_environment()
     except settings.SettingsError as exc:
@@ -288,11 +304,12 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
     runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         try:
-            stack = Stack(host, port, workers, runtime_dir.resolve(), nginx_program,
+            stack = Stack(host, port, workers, runtime_dir.resolve(), nginx,
                           gunicorn_config(Path.cwd()),
                           write_workers=write_workers, write_nice=write_nice)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
+        stack.check_nginx()
         status = serve(stack)
     finally:
         if owned:
