@@ -98,7 +98,8 @@ def test_a_killed_gunicorn_master_takes_its_workers_and_frees_the_port(seeded_ur
         server.stop()
 
 
-def next_url(base: str) -> str:
+def next_url(base: str, forwarded_host: str = "public.example",
+             forwarded_proto: str = "https") -> str:
     """The next_url of the list's first page, asked with forged forwarded headers."""
     import http.client
     import json
@@ -107,9 +108,9 @@ def next_url(base: str) -> str:
     url = urllib.parse.urlsplit(base)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
     try:
-        conn.request("GET", LIST, headers={"X-Forwarded-Proto": "https",
+        conn.request("GET", LIST, headers={"X-Forwarded-Proto": forwarded_proto,
                                            "X-Forwarded-Ssl": "on",
-                                           "X-Forwarded-Host": "public.example"})
+                                           "X-Forwarded-Host": forwarded_host})
         return json.loads(conn.getresponse().read())["p8n"]["next_url"]
     finally:
         conn.close()
@@ -130,6 +131,16 @@ def test_the_app_ignores_them_even_when_gunicorn_trusts_every_peer(seeded_url):
 def test_a_trusted_proxy_is_honoured_under_gunicorn(seeded_url):
     with Gunicorn(seeded_url, env={"COMMENTSVC_TRUSTED_PROXIES": "1"}) as server:
         assert next_url(server.base) == f"https://public.example{LIST}?page=2"
+
+
+def test_a_chain_of_trusted_proxies_is_honoured_under_gunicorn(seeded_url):
+    """Two trusted hops, each adding its entry to the lists (OPERATIONS.md, "Forwarded
+    headers"): the host and scheme are those the outer one saw, whatever a client put
+    before them: the app reads forwarded lists as it did (nginx of `commentsvc serve`
+    just sends no X-Forwarded-Host)."""
+    with Gunicorn(seeded_url, env={"COMMENTSVC_TRUSTED_PROXIES": "2"}) as server:
+        assert next_url(server.base, "evil.example, public.example, lb.internal",
+                        "http, https, http") == f"https://public.example{LIST}?page=2"
 
 
 @pytest.fixture
