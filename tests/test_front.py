@@ -157,6 +157,7 @@ def test_stalled_requests_are_closed_in_front_within_seconds(stack):
     (b"GET /api/comments/../../../x HTTP/1.1\r\nHost: x\r\n\r\n", 400, "Bad request."),
     (b"GET /api/comments/ HTTP/1.1\r\nHost: \r\n\r\n", 400, "Bad request."),
     (b"GET /api/comments/ HTTP/1.1\r\nNo colon\r\nHost: x\r\n\r\n", 400, "Bad request."),
+    (b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "Bad request."),
     # Refused for another reason than its Host: a valid one, or none on HTTP/1.0.
     (b"GET /api/comments/ HTTP/1.1\r\nHost: x\r\nContent-Length: z\r\n\r\n", 400,
      "Bad request."),
@@ -170,7 +171,7 @@ def test_stalled_requests_are_closed_in_front_within_seconds(stack):
 ], ids=["413-length", "413-chunked", "414", "431", "400-request-line", "400-no-host",
         "400-host-with-space", "400-host-empty-label", "400-host-control-character",
         "400-nul-in-path", "400-above-root", "400-empty-host", "400-header-line",
-        "400-content-length", "400-http10-content-length", "405-trace",
+        "400-two-host-lines", "400-content-length", "400-http10-content-length", "405-trace",
         "501-transfer-coding", "505-version"])
 def test_errors_answered_in_front_are_json(stack, request_bytes, status, detail):
     before = len(app_requests(stack))
