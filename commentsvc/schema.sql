@@ -22,6 +22,21 @@ CREATE TABLE IF NOT EXISTS commentsvc_token (
     created  TIMESTAMP NOT NULL
 );
 
+-- Browser sign-in sessions not signed out of (standalone; docs/API.md): one row per
+-- session, by the SHA-256 digest of the random id its cookie holds, with the key it
+-- signed in. Sign-out deletes the row, so a saved copy of the cookie signs in nobody; the
+-- read joins the key, so a revoked key's sessions sign in nobody either. Each sign-in
+-- deletes the rows older than a cookie may live (31 days). No foreign key: a session must
+-- never stop a key or a user from being removed.
+CREATE TABLE IF NOT EXISTS commentsvc_browser_session (
+    digest      VARCHAR(64) PRIMARY KEY,
+    key_digest  VARCHAR(64) NOT NULL,
+    created     TIMESTAMP NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS commentsvc_browser_session_created
+    ON commentsvc_browser_session (created);
+
 CREATE TABLE IF NOT EXISTS commentsvc_comicpage (
     id     BIGINT PRIMARY KEY,
     title  TEXT NOT NULL

@@ -24,9 +24,23 @@ def test_create_schema_is_safe_to_run_again(app):
         db.create_schema(conn)
         assert table_names(conn) == {"commentsvc_user", "commentsvc_comicpage",
                                      "commentsvc_comment", "commentsvc_list_count",
-                                     "commentsvc_token", "commentsvc_idempotency_key",
-                                     "commentsvc_event", "commentsvc_webhook_endpoint",
+                                     "commentsvc_token", "commentsvc_browser_session",
+                                     "commentsvc_idempotency_key", "commentsvc_event",
+                                     "commentsvc_webhook_endpoint",
                                      "commentsvc_webhook_failure"}
+
+
+def test_create_schema_adds_the_browser_session_table_to_an_older_database(app):
+    """A database made before sign-in sessions were kept gets their table and its index
+    from init-db, its keys kept."""
+    with app.app_context(), db.get_engine().begin() as conn:
+        keys = conn.exec_driver_sql("SELECT count(*) FROM commentsvc_token").scalar()
+        conn.exec_driver_sql("DROP TABLE commentsvc_browser_session")
+        db.create_schema(conn)
+        assert "commentsvc_browser_session" in table_names(conn)
+        assert [index["name"] for index in sa.inspect(conn).get_indexes(
+            "commentsvc_browser_session")] == ["commentsvc_browser_session_created"]
+        assert conn.exec_driver_sql("SELECT count(*) FROM commentsvc_token").scalar() == keys
 
 
 def test_create_schema_upgrades_a_database_made_before_sign_in(app):

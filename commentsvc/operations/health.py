@@ -27,9 +27,9 @@ log = logging.getLogger("commentsvc")
 
 # Every table the service reads or writes (schema.sql); init-db creates them.
 SERVICE_TABLES = ("commentsvc_user", "commentsvc_comicpage", "commentsvc_comment",
-                  "commentsvc_list_count", "commentsvc_token", "commentsvc_idempotency_key",
-                  "commentsvc_event", "commentsvc_webhook_endpoint",
-                  "commentsvc_webhook_failure")
+                  "commentsvc_list_count", "commentsvc_token", "commentsvc_browser_session",
+                  "commentsvc_idempotency_key", "commentsvc_event",
+                  "commentsvc_webhook_endpoint", "commentsvc_webhook_failure")
 
 
 def healthz() -> Response:

@@ -71,6 +71,7 @@ DROP_TABLES = (
     "DROP TABLE IF EXISTS commentsvc_webhook_endpoint",
     "DROP TABLE IF EXISTS commentsvc_event",
     "DROP TABLE IF EXISTS commentsvc_idempotency_key",
+    "DROP TABLE IF EXISTS commentsvc_browser_session",
     "DROP TABLE IF EXISTS commentsvc_token",
     "DROP TABLE IF EXISTS commentsvc_list_count",
     "DROP TABLE IF EXISTS commentsvc_comment",
