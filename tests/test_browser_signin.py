@@ -174,13 +174,17 @@ def test_a_token_header_needs_no_csrf_token_even_beside_the_cookie(ann, communit
 
 
 def test_a_revoked_key_signs_its_browsers_out(app, ann, community):
+    other = app.test_client()
+    sign_in(other, community.tokens["ann"])
     with app.app_context(), engine.writing(engine.get_engine()) as conn:
         from commentsvc.web import auth
 
         assert auth.revoke_token(conn, community.tokens["ann"])
-    assert "Not signed in" in ann.get(LIST, headers=BROWSER).get_data(as_text=True)
-    assert_error(ann.post(LIST, json={**TARGET, "body": "hi"}), 401,
-                 "Authentication credentials were not provided.")
+    for browser in (ann, other):  # every session of the key
+        assert "Not signed in" in browser.get(LIST, headers=BROWSER).get_data(as_text=True)
+        assert_error(browser.post(LIST, json={**TARGET, "body": "hi"},
+                                  headers={"X-CSRFToken": "any"}), 401,
+                     "Authentication credentials were not provided.")
 
 
 # --- the page of a signed-in browser ------------------------------------------------------
@@ -251,6 +255,161 @@ def test_sign_out_ends_the_session(ann):
 
 def test_sign_out_is_a_post(client):
     assert_error(client.get(LOGOUT), 405, 'Method "GET" not allowed.', allow="POST, OPTIONS")
+
+
+COOKIE = browser_session.COOKIE_NAME
+NOT_SIGNED_IN = "Authentication credentials were not provided."
+
+
+def with_cookie(app, value: str):
+    """Another browser, given a copy of a sign-in cookie."""
+    other = app.test_client()
+    other.set_cookie(COOKIE, value)
+    return other
+
+
+def sessions(app) -> list[tuple]:
+    with app.app_context(), engine.get_engine().connect() as conn:
+        return [tuple(row) for row in conn.exec_driver_sql(
+            "SELECT digest, key_digest FROM commentsvc_browser_session")]
+
+
+def test_a_cookie_saved_before_sign_out_signs_in_nobody(app, ann):
+    """The attack: a copy of the cookie, taken while signed in, used after sign-out."""
+    saved, token = ann.get_cookie(COOKIE).value, page_token(ann)
+    assert with_cookie(app, saved).post(
+        LIST, json={**TARGET, "body": "copy"}, headers={"X-CSRFToken": token}
+    ).status_code == 201  # the copy works while the session lasts
+    assert ann.post(LOGOUT, data={"csrf_token": token}).status_code == 303
+    assert sessions(app) == []
+    copy = with_cookie(app, saved)
+    before = table_rows(app)
+    for body in ({**TARGET, "body": "after"}, {**TARGET, "body": "after", "csrf_token": token}):
+        assert_error(copy.post(LIST, json=body, headers={"X-CSRFToken": token}), 401,
+                     NOT_SIGNED_IN)
+    assert_error(copy.delete("/api/comments/100/", headers={"X-CSRFToken": token}), 401,
+                 NOT_SIGNED_IN, allow=DETAIL)
+    assert table_rows(app) == before
+    assert "Not signed in" in copy.get(LIST, headers=BROWSER).get_data(as_text=True)
+    assert not any(entry["can_delete"] for entry in copy.get(LIST).get_json()["results"])
+
+
+def test_sign_out_reaches_every_worker(app, ann, database_url):
+    """The session is kept in the database: another app on it (another worker, process
+    or machine) refuses the saved cookie as soon as this one signed out."""
+    from app import create_app
+
+    other = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": database_url})
+    try:
+        saved, token = ann.get_cookie(COOKIE).value, page_token(ann)
+        there = with_cookie(other, saved)
+        assert "Signed in as" in there.get(LIST, headers=BROWSER).get_data(as_text=True)
+        ann.post(LOGOUT, data={"csrf_token": token})
+        assert "Not signed in" in there.get(LIST, headers=BROWSER).get_data(as_text=True)
+        assert_error(there.post(LIST, json={**TARGET, "body": "x"},
+                                headers={"X-CSRFToken": token}), 401, NOT_SIGNED_IN)
+    finally:
+        with other.app_context():
+            engine.get_engine().dispose()
+
+
+def test_signing_in_again_after_sign_out_works(app, ann, community):
+    saved = ann.get_cookie(COOKIE).value
+    ann.post(LOGOUT, data={"csrf_token": page_token(ann)})
+    assert sign_in(ann, community.tokens["ann"]).status_code == 303
+    token = page_token(ann)
+    assert ann.post(LIST, json={**TARGET, "body": "back"}, headers={"X-CSRFToken": token}
+                    ).status_code == 201
+    assert "Not signed in" in with_cookie(app, saved).get(LIST, headers=BROWSER).get_data(
+        as_text=True)  # the old session stays ended
+
+
+def test_signing_in_again_ends_the_browsers_previous_session(app, ann, community):
+    saved = ann.get_cookie(COOKIE).value
+    assert sign_in(ann, community.tokens["bob"]).status_code == 303
+    assert "Signed in as <strong>bob</strong>" in ann.get(LIST, headers=BROWSER).get_data(
+        as_text=True)
+    assert "Not signed in" in with_cookie(app, saved).get(LIST, headers=BROWSER).get_data(
+        as_text=True)
+    assert len(sessions(app)) == 1
+
+
+def test_the_table_holds_digests_of_session_ids_never_the_ids(app, ann, community):
+    [(digest, key_digest)] = sessions(app)
+    with app.test_request_context(LIST, headers={"Cookie": f"{COOKIE}="
+                                                 f"{ann.get_cookie(COOKIE).value}"}) as ctx:
+        session_id, _ = browser_session.signed_cookie(ctx.request, app)
+    from commentsvc.web.auth import hash_key
+
+    assert digest == hash_key(session_id) != session_id
+    assert key_digest == hash_key(community.tokens["ann"])
+
+
+def test_sessions_older_than_a_cookie_may_live_are_deleted_at_sign_in(app, ann, community):
+    """The table cannot grow without bound: a cookie's signature is refused after
+    PERMANENT_SESSION_LIFETIME (31 days), and so long after their start rows are gone."""
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+
+    lifetime = app.permanent_session_lifetime
+    assert lifetime == timedelta(days=31)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text("UPDATE commentsvc_browser_session SET created = :old"),
+                     {"old": now - lifetime - timedelta(minutes=1)})  # ann's
+        conn.execute(sa.text("INSERT INTO commentsvc_browser_session VALUES ('young', 'k', "
+                             ":young)"), {"young": now - timedelta(days=30)})
+    sign_in(app.test_client(), community.tokens["bob"])
+    assert len(sessions(app)) == 2 and ("young", "k") in sessions(app)
+
+
+def test_a_cookie_made_before_sessions_were_kept_signs_in_nobody(app, community):
+    """Cookies issued before sign-out reached the database hold the key's digest and no
+    session id: refused, their browsers sign in once more."""
+    from commentsvc.web.auth import hash_key
+
+    serializer = app.session_interface.get_signing_serializer(app)
+    old = serializer.dumps({"commentsvc_key_digest": hash_key(community.tokens["ann"]),
+                            "commentsvc_csrf": "old-token"})
+    browser = with_cookie(app, old)
+    assert "Not signed in" in browser.get(LIST, headers=BROWSER).get_data(as_text=True)
+    assert_error(browser.post(LIST, json={**TARGET, "body": "x"},
+                              headers={"X-CSRFToken": "old-token"}), 401, NOT_SIGNED_IN)
+    assert sign_in(browser, community.tokens["ann"]).status_code == 303
+    assert "Signed in as <strong>ann</strong>" in browser.get(LIST, headers=BROWSER).get_data(
+        as_text=True)
+
+
+def test_during_an_import_signing_in_and_out_answer_503_and_change_nothing(app, ann,
+                                                                           community):
+    token, before = page_token(ann), sessions(app)
+    with app.app_context(), engine.writing(engine.get_engine(), bulk=True):
+        for response in (ann.post(LOGOUT, data={"csrf_token": token}),
+                         ann.post(LOGIN, data={"csrf_token": token,
+                                               "key": community.tokens["bob"]})):
+            assert response.status_code == 503, response.get_data(as_text=True)
+            assert response.get_json()["detail"].startswith("An import is in progress")
+    assert sessions(app) == before
+    assert "Signed in as <strong>ann</strong>" in ann.get(LIST, headers=BROWSER).get_data(
+        as_text=True)
+    assert ann.post(LOGOUT, data={"csrf_token": token}).status_code == 303  # after it
+    assert sessions(app) == []
+
+
+def test_requests_without_the_cookie_never_read_a_session(app, community, monkeypatch):
+    """Anonymous and token-signed requests cost what they did: no session read."""
+    from commentsvc.storage.counters import ListStateReader
+
+    def refuse(*_args):
+        raise AssertionError("a session was read")
+
+    monkeypatch.setattr(ListStateReader, "read_session_viewer", refuse)
+    bare = app.test_client()
+    assert bare.get(LIST).status_code == 200
+    assert bare.get(LIST, headers=community.auth("ann")).status_code == 200
+    assert bare.post(LIST, json={**TARGET, "body": "by key"},
+                     headers=community.auth("ann")).status_code == 201
 
 
 # --- where sign-in exists -----------------------------------------------------------------

@@ -53,9 +53,9 @@ def reads_of_keys(monkeypatch) -> list[str]:
     digests: list[str] = []
     real = auth.viewer_by_digest
 
-    def counted(engine, digest, csrf_token=None):
+    def counted(engine, digest):
         digests.append(digest)
-        return real(engine, digest, csrf_token)
+        return real(engine, digest)
 
     monkeypatch.setattr(auth, "viewer_by_digest", counted)
     return digests

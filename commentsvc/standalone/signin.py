@@ -2,7 +2,7 @@
 
     GET  /api/auth/login/?next=/api/comments/%3Fformat%3Dapi   the form
     POST /api/auth/login/    key, csrf_token, next    -> 303 to next, the cookie set
-    POST /api/auth/logout/   csrf_token               -> 303 to the list, the cookie gone
+    POST /api/auth/logout/   csrf_token               -> 303 to the list, the session ended
 
 Like Django REST Framework's browsable login, and registered by the standalone app only:
 mounted, the host site's own login is in charge. Both forms carry the session's CSRF
@@ -11,7 +11,7 @@ token, so another site cannot sign a visitor in or out.
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response, redirect, render_template, request, session, url_for
+from flask import Blueprint, Flask, Response, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
 from commentsvc.standalone.secret_key import instance_secret
@@ -70,16 +70,17 @@ def login() -> BaseResponse:
     digest = auth.hash_key(key)
     if auth.viewer_by_digest(get_engine(), digest) is None:
         return page(next_url, INVALID_KEY, 400)
-    browser_session.sign_in(digest)
+    browser_session.sign_in(get_engine(), digest)
     return redirect(safe_next(next_url), 303)
 
 
 @signin_api.post("/api/auth/logout/")
 def logout() -> BaseResponse:
-    """End the session (its CSRF token checked); 303 to the browsable list."""
+    """End the session (its CSRF token checked), in the database too, so a saved copy of
+    the cookie signs in nobody; 303 to the browsable list."""
     fields = read_fields(request, current.service().settings.max_request_bytes)
     browser_session.check_token(request, browser_session.csrf_token(), fields)
-    session.clear()
+    browser_session.sign_out(get_engine())
     return redirect(url_for(LIST_ENDPOINT, format="api"), 303)
 
 

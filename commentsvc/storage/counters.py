@@ -1,7 +1,7 @@
 """The reads every request makes, each in a single round trip: a list's counter row (a
 cached page or a 304 depends on nothing else), a whole page in one statement (the counter
 row, the slice, the replies: queries.listing.page_read) and, signed in, the user a key
-signs in.
+or a browser session signs in.
 
 They run over a connection of the service's own: the driver's connection in autocommit
 (no BEGIN, no ROLLBACK), kept open by this process (no pool checkout, no ping), each as a
@@ -32,7 +32,12 @@ from commentsvc.storage import outage
 from commentsvc.storage.deadline import DatabaseNoAnswer
 from commentsvc.storage.engine import read_snapshot
 from commentsvc.storage.prepared import UNDEFINED_PREPARED_STATEMENT
-from commentsvc.storage.queries.auth import EXECUTE_VIEWER, PREPARE_VIEWER, VIEWER_BY_DIGEST
+from commentsvc.storage.queries.auth import (
+    EXECUTE_VIEWER,
+    PREPARE_VIEWER,
+    VIEWER_BY_DIGEST,
+    VIEWER_BY_SESSION,
+)
 from commentsvc.storage.queries.listing import (
     EXECUTE_LIST_STATE,
     EXECUTE_PAGE_READ,
@@ -74,13 +79,15 @@ def positional(sql: str, paramstyle: str) -> str:
 
 
 class ListStateReader:
-    """Reads ``ListState`` rows, pages and sign-in keys' users of one engine's database, a
-    connection per thread."""
+    """Reads ``ListState`` rows, pages and the users of sign-in keys and browser sessions
+    of one engine's database, a connection per thread."""
 
     def __init__(self, engine: Engine):
         self._engine = engine
         self._sql = positional(LIST_STATE.text, engine.dialect.paramstyle)
         self._viewer_sql = positional(VIEWER_BY_DIGEST.element.text, engine.dialect.paramstyle)
+        self._session_sql = positional(VIEWER_BY_SESSION.element.text,
+                                       engine.dialect.paramstyle)
         self.uses_prepared = engine.dialect.name == "postgresql"
         self._local = threading.local()
         # every thread's connection, so dispose can close them all
@@ -107,6 +114,14 @@ class ListStateReader:
         None when no such key is kept."""
         row = self._run(lambda cursor: self._fetch_viewer(cursor, digest),
                         lambda conn: conn.execute(VIEWER_BY_DIGEST, {"digest": digest}).first())
+        return tuple(row) if row is not None else None
+
+    def read_session_viewer(self, digest: str) -> tuple[Any, ...] | None:
+        """``read_viewer``'s row for a browser session (by the digest of its id), or None
+        when it was signed out of or its key revoked. Not prepared: browsers sign in far
+        less often than keys do, and the kept connections' start stays as it was."""
+        row = self._run(lambda cursor: _fetch_one(cursor, self._session_sql, digest),
+                        lambda conn: conn.execute(VIEWER_BY_SESSION, {"digest": digest}).first())
         return tuple(row) if row is not None else None
 
     def _run(self, on_cursor: Callable[[Any], T], on_engine: Callable[[Connection], T]) -> T:
@@ -215,6 +230,12 @@ class ListStateReader:
         with self._lock:
             self._open.add(self._local.held)
         return dbapi_connection
+
+
+def _fetch_one(cursor: Any, sql: str, value: str) -> tuple[Any, ...] | None:
+    cursor.execute(sql, (value,))
+    row: tuple[Any, ...] | None = cursor.fetchone()
+    return row
 
 
 def _close_quietly(fairy: PoolProxiedConnection) -> None:

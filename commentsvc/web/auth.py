@@ -63,7 +63,7 @@ def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | Non
                    signed_cookie: tuple[str, str] | None = None,
                    known: KnownKeys | None = None) -> Viewer | None:
     """The user of ``Authorization: Token <key>``; without a Token header, the user of
-    the sign-in cookie's (key digest, CSRF token), else the host's. Given ``known``
+    the sign-in cookie's (session id, CSRF token), else the host's. Given ``known``
     (a post's), a key known there is not read, and the viewer is unconfirmed
     (web.known_keys); one read here is remembered there."""
     scheme, _, credentials = req.headers.get("Authorization", "").partition(" ")
@@ -85,17 +85,28 @@ def current_viewer(req: Request, engine: Engine, loader: Callable[[], Any] | Non
             known.keep(digest, viewer)
         return viewer
     if signed_cookie is not None:
-        digest, csrf_token = signed_cookie
-        return viewer_by_digest(engine, digest, csrf_token)  # a revoked key: nobody
+        session_id, csrf_token = signed_cookie
+        return viewer_by_session(engine, session_id, csrf_token)  # signed out: nobody
     return _host_user(loader() if loader is not None else None)
 
 
-def viewer_by_digest(engine: Engine, digest: str,
-                     csrf_token: str | None = None) -> Viewer | None:
+def viewer_by_digest(engine: Engine, digest: str) -> Viewer | None:
     """The user a key (by its digest) signs in, or None when no such key is kept. As
     every signed-in request reads it: on PostgreSQL in one round trip, over the connection
     the list reads keep (storage.counters)."""
     row = current.of(current_app).counter_readers.for_engine(engine).read_viewer(digest)
+    if row is None:
+        return None
+    user_id, is_staff, username, avatar = row
+    return Viewer(user_id, bool(is_staff), username, avatar)
+
+
+def viewer_by_session(engine: Engine, session_id: str, csrf_token: str) -> Viewer | None:
+    """The user a browser session signs in, or None once it was signed out of or its key
+    revoked: the session is kept in the database (web.browser_session), so a copy of the
+    cookie saved before sign-out signs in nobody, in every process."""
+    row = current.of(current_app).counter_readers.for_engine(engine).read_session_viewer(
+        hash_key(session_id))
     if row is None:
         return None
     user_id, is_staff, username, avatar = row

@@ -1,9 +1,14 @@
 """The standalone browser sign-in: a key pasted once becomes a signed session cookie, and
 every unsafe request that cookie signs in must carry the session's CSRF token.
 
-The cookie (Flask's session, signed with the app's secret key) holds the SHA-256 digest
-of the key, never the key, and a random CSRF token. Each request looks the digest up, so
-revoking the key (``commentsvc revoke-token``) signs every browser of it out. A request
+The cookie (Flask's session, signed with the app's secret key) holds a random session id
+and a random CSRF token, never the key. The session lives in the database
+(commentsvc_browser_session: the id's SHA-256 digest and the key's), so every worker and
+machine sees it end: sign-out deletes its row, and a saved copy of the cookie then signs
+in nobody, as Django's logout flushes its server-side session. Each request with the
+cookie reads the session's user joined to its key, so revoking the key
+(``commentsvc revoke-token``) signs every browser of it out too. A cookie made before
+sessions were kept (a key digest, no session id) signs in nobody: sign in again. A request
 with ``Authorization: Token`` is signed in by its header and needs no CSRF token: a
 browser never sends that header on its own. Mounted in a host site, none of this applies:
 the host's login (COMMENTSVC_CURRENT_USER) is in charge.
@@ -13,18 +18,22 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from datetime import UTC, datetime
 from typing import Any
 
-from flask import Flask, Request, Response, session
+from flask import Flask, Request, Response, current_app, session
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface, SessionMixin
+from sqlalchemy.engine import Connection, Engine
 
+from commentsvc.storage.engine import writing
+from commentsvc.storage.queries import auth as sql
 from commentsvc.web import current
-from commentsvc.web.auth import Viewer
+from commentsvc.web.auth import Viewer, hash_key
 from commentsvc.web.exceptions import PermissionDenied
 from commentsvc.web.request_body import read_fields
 
 COOKIE_NAME = "commentsvc_session"  # apart from another app's "session" on the same host
-DIGEST = "commentsvc_key_digest"
+SESSION_ID = "commentsvc_session_id"
 CSRF = "commentsvc_csrf"
 CSRF_HEADER = "X-CSRFToken"
 CSRF_FIELD = "csrf_token"
@@ -76,17 +85,18 @@ def enable(app: Flask, secret_key: str) -> None:
 
 
 def signed_cookie(req: Request, app: Flask) -> tuple[str, str] | None:
-    """The (key digest, CSRF token) of the request's sign-in cookie, or None.
+    """The (session id, CSRF token) of the request's sign-in cookie, or None (a cookie
+    without a session id too: one made before sessions were kept in the database).
 
     The session is only opened when the cookie came with the request, so an answer to a
     request without it never gains ``Vary: Cookie``.
     """
     if not _sent_cookie(req, app.config["SESSION_COOKIE_NAME"]):
         return None
-    digest, token = session.get(DIGEST), session.get(CSRF)
-    if not (isinstance(digest, str) and isinstance(token, str)):
+    session_id, token = session.get(SESSION_ID), session.get(CSRF)
+    if not (isinstance(session_id, str) and isinstance(token, str)):
         return None
-    return digest, token
+    return session_id, token
 
 
 def _sent_cookie(req: Request, name: str) -> bool:
@@ -104,11 +114,38 @@ def csrf_token() -> str:
     return token
 
 
-def sign_in(digest: str) -> None:
-    """Start a fresh session for the key: a new CSRF token, nothing carried over."""
+def sign_in(engine: Engine, key_digest: str) -> None:
+    """Start a fresh session for the key (by its digest): a new session id, kept in the
+    database, and a new CSRF token, nothing carried over. The browser's previous session,
+    if any, ends; so do every browser's sessions older than a cookie may live, which keeps
+    the table as small as the sign-ins of that long."""
+    session_id = secrets.token_urlsafe(32)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with writing(engine) as conn:
+        _end(conn, session.get(SESSION_ID))
+        conn.execute(sql.FORGET_OLD_SESSIONS,
+                     {"oldest": now - current_app.permanent_session_lifetime})
+        conn.execute(sql.START_SESSION, {"digest": hash_key(session_id),
+                                         "key_digest": key_digest, "created": now})
     session.clear()
-    session[DIGEST] = digest
+    session[SESSION_ID] = session_id
     session[CSRF] = secrets.token_urlsafe(32)
+
+
+def sign_out(engine: Engine) -> None:
+    """End the browser's session in the database, so no copy of its cookie signs anyone
+    in again, in any process; then empty the cookie."""
+    session_id = session.get(SESSION_ID)
+    if isinstance(session_id, str):
+        with writing(engine) as conn:
+            _end(conn, session_id)
+    session.clear()
+
+
+def _end(conn: Connection, session_id: Any) -> None:
+    """Delete the session of ``session_id`` (the cookie's; nothing if it holds none)."""
+    if isinstance(session_id, str):
+        conn.execute(sql.END_SESSION, {"digest": hash_key(session_id)})
 
 
 def check_token(req: Request, expected: str | None, fields: dict[str, Any]) -> None:

@@ -22,6 +22,25 @@ EXECUTE_VIEWER = f"""
     EXECUTE {VIEWER_PREPARED} (%s)
 """
 
+# The user a browser session (by the digest of its id) signs in: none once the session
+# was signed out of (its row deleted) or its key revoked (primary keys).
+VIEWER_BY_SESSION = text("""
+    SELECT u.id, u.is_staff, u.username, u.avatar FROM commentsvc_browser_session AS s
+    JOIN commentsvc_token AS t ON t.digest = s.key_digest
+    JOIN commentsvc_user AS u ON u.id = t.user_id
+    WHERE s.digest = :digest
+""").columns(is_staff=Boolean())
+
+START_SESSION = text("""
+    INSERT INTO commentsvc_browser_session (digest, key_digest, created)
+    VALUES (:digest, :key_digest, :created)
+""")
+
+END_SESSION = text("DELETE FROM commentsvc_browser_session WHERE digest = :digest")
+
+# Sessions older than any cookie may be (its signature is refused by then): by index.
+FORGET_OLD_SESSIONS = text("DELETE FROM commentsvc_browser_session WHERE created < :oldest")
+
 # Whether a user exists: one row or none (primary key). Also erasure's check.
 USER_EXISTS = text("""
     SELECT 1 FROM commentsvc_user WHERE id = :id
