@@ -165,6 +165,29 @@ def test_the_sign_in_read_agrees_with_the_snapshot_read(app, community):
             3, True, "carol", None)
 
 
+def test_the_browser_session_read_agrees_with_the_snapshot_read(app, community):
+    """A session's user as the kept connection reads it (PostgreSQL) and as the engine
+    does: ann's live session, then none once its key is revoked, and none for no row."""
+    from datetime import UTC, datetime
+
+    with app.app_context():
+        engine = db.get_engine()
+        reader = reader_for(engine)
+        with db.writing(engine) as conn:
+            conn.execute(auth_sql.START_SESSION, {
+                "digest": "s" * 64, "key_digest": auth.hash_key(community.tokens["ann"]),
+                "created": datetime.now(UTC).replace(tzinfo=None)})
+        assert reader.read_session_viewer("s" * 64) == (1, False, "ann", None)
+        assert reader.read_session_viewer("t" * 64) is None
+        with db.writing(engine) as conn:
+            auth.revoke_token(conn, community.tokens["ann"])
+        for digest in ("s" * 64, "t" * 64):
+            with db.snapshot(engine) as conn:
+                assert conn.execute(auth_sql.VIEWER_BY_SESSION, {"digest": digest}
+                                    ).first() is None
+            assert reader.read_session_viewer(digest) is None
+
+
 def test_a_signed_in_page_read_takes_no_pooled_connection(pg_app):
     """Its key and its page are read on the kept connection: no pool checkout, so no
     BEGIN and no ROLLBACK around the key's read."""
