@@ -58,3 +58,19 @@ def test_an_error_loses_each_secret_as_written_and_decoded_but_keeps_other_words
             "HTTP 503 from /p?t=v%21x&n=0, frag")
     assert scrubbed(text, url) == ("Invalid URL 'http://admin:***@h/p?t=***&n=***#***': *** "
                                    "said ***; HTTP 503 from /p?t=***&n=***, ***")
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:9/p?tok=ab%2fSLASHSECRET",
+    "http://127.0.0.1:9/e?token=SECRé",
+    "http://127.0.0.1:9/g?k=v&SECRETBARE|X",
+    "http://127.0.0.1:9/h?a={SECRET}&b=x^y`z<w>\\q",
+])
+def test_an_error_of_requests_loses_the_query_it_quotes_with_escapes_redone(url):
+    """requests quotes the URL escaped again: lower-case escapes in capitals, characters a
+    URL may not hold escaped; none of those forms is left."""
+    with pytest.raises(requests.ConnectionError) as raised:
+        requests.post(url, timeout=5)
+    error = scrubbed(f"{type(raised.value).__name__}: {raised.value}", url)
+    assert "SECRET" not in error and "SECR%" not in error, error
+    assert "127.0.0.1" in error

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 HIDDEN = "***"
 
@@ -73,6 +73,9 @@ def scrubbed(text: str, url: str) -> str:
         pairs.append((user + "@", _shown_user(user) + "@"))
     for old, new in pairs:
         text = text.replace(old, new)
+    if parts.query:  # the query as a client may quote it again, escapes redone
+        text = re.sub(rf"{re.escape(parts.path or '/')}\?[^\s'\"#,;]+",
+                      f"{parts.path or '/'}?{_shown_query(parts.query)}", text)
     for secret in sorted(_secrets(parts.query, user, parts.fragment), key=len, reverse=True):
         # on its own only: a short value ("1") must not eat into other words ("HTTP 501")
         text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", HIDDEN, text)
@@ -102,10 +105,17 @@ def _shown_query(query: str) -> str:
 
 
 def _secrets(query: str, user: str, fragment: str) -> set[str]:
-    """Every secret value, as written and decoded."""
+    """Every secret value, as written, decoded and escaped again as an HTTP client escapes
+    it (its escapes in capitals, characters a URL may not hold escaped)."""
     name, colon, password = user.partition(":")
     raw = [password if colon else name, fragment]
     raw += [part.partition("=")[2] if "=" in part else part for part in query.split("&")]
-    found = {form for value in raw for form in (value, unquote(value), unquote_plus(value))}
+    found = {form for value in raw for form in (
+        value, unquote(value), unquote_plus(value), quote(unquote(value), safe=_URL_SAFE),
+        re.sub(r"%[0-9a-f]{2}", lambda escape: escape[0].upper(), value))}
     found.discard("")
     return found
+
+
+# What requests leaves unescaped in a URL it quotes (requests.utils.requote_uri).
+_URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
