@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from datetime import datetime
 
+import pytest
 import sqlalchemy as sa
 from test_interchange import (
     assert_positions,
@@ -148,6 +149,15 @@ def test_a_target_count_past_the_limit_is_refused_at_once(runner):
                              "--targets", "99999999999999999999"])
     assert result.exit_code == 2
     assert "--targets" in result.stderr and "1000000" in result.stderr
+
+
+@pytest.mark.parametrize("share", ["nan", "NaN", "-0.1", "1.5"])
+def test_a_hot_share_that_is_no_share_is_a_usage_error(app, runner, share):
+    before = counts(app)
+    result = invoke(runner, ["seed", "--comments", "10", "--hot-share", share])
+    assert result.exit_code == 2 and "--hot-share" in result.stderr
+    assert "Traceback" not in result.output
+    assert counts(app) == before
 
 
 def test_if_empty_leaves_existing_comments_alone(app, runner, tmp_path):
