@@ -187,14 +187,12 @@ class ListStateReader:
             _inherited.append(fairy)
 
     def _fetch_state(self, cursor: Any, list_key: str) -> tuple[Any, ...] | None:
-        cursor.execute(EXECUTE_LIST_STATE if self.uses_prepared else self._sql, (list_key,))
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
+        return _fetch_one(cursor, EXECUTE_LIST_STATE if self.uses_prepared else self._sql,
+                          list_key)
 
     def _fetch_viewer(self, cursor: Any, digest: str) -> tuple[Any, ...] | None:
-        cursor.execute(EXECUTE_VIEWER if self.uses_prepared else self._viewer_sql, (digest,))
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
+        return _fetch_one(cursor, EXECUTE_VIEWER if self.uses_prepared else self._viewer_sql,
+                          digest)
 
     def _fetch_page(self, cursor: Any, read: PageRead) -> list[tuple[Any, ...]]:
         if self.uses_prepared:
@@ -233,6 +231,7 @@ class ListStateReader:
 
 
 def _fetch_one(cursor: Any, sql: str, value: str) -> tuple[Any, ...] | None:
+    """The one row (or none) of ``sql`` run with ``value`` as its one parameter."""
     cursor.execute(sql, (value,))
     row: tuple[Any, ...] | None = cursor.fetchone()
     return row
