@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS commentsvc_comment (
     -- What the comment shows to every viewer, rendered by the schema when it was written
     -- (JSON), and the key of what that depended on (commentsvc.rules.rendered).
     shown         TEXT,
-    shown_key     VARCHAR(32),
+    shown_key     TEXT,
     -- Named as PostgreSQL would name them: a bulk load drops and re-adds them by name.
     CONSTRAINT commentsvc_comment_parent_id_fkey
         FOREIGN KEY (parent_id) REFERENCES commentsvc_comment (id),

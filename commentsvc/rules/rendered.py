@@ -7,7 +7,7 @@ and it is stored beside the comment as JSON. A page then only adds what depends 
 viewer (``can_delete``, ``can_reply``) and the replies.
 
 What the stored part depends on besides the comment (the time zone and default avatar
-settings, the author's name and avatar) is summed up in its key (``render_key``). A page
+settings, the author's name and avatar) is spelled out in its key (``render_key``). A page
 read compares the key with the author's current row, so a stored part that is out of
 date (a user renamed behind the service's back, a new time zone) is never served: that
 comment is rendered again on the spot, and the ``rerender`` command brings the stored ones
@@ -44,26 +44,61 @@ def display_key(time_zone: str, default_avatar: str) -> str:
     return f"{len(spelled)}:{spelled}"
 
 
-def render_key(display: str, username: str, avatar: str | None) -> str:
-    """The key of a stored part: an MD5 of the display settings and the author's row.
+# Hex digits of the display settings' tag in a key (the page read's left(md5(...), 16)).
+TAG_LENGTH = 16
 
-    The database computes the same from the author's current row when it reads a page
-    (queries.listing), so both sides must agree: the name is prefixed with its length
-    in characters, and no avatar counts as an empty one (both show the default).
+
+def display_tag(display: str) -> str:
+    """The display settings' part of a key: a fixed-length digest of ``display``
+    (``display_key``), which the page read computes once per page (``left(md5(...), 16)``).
+
+    >>> display_tag(display_key("UTC", "/a.png"))
+    'f8096ac846bd2817'
+    """
+    return md5(display.encode("utf-8"), usedforsecurity=False).hexdigest()[:TAG_LENGTH]
+
+
+
+def render_key(display: str, username: str, avatar: str | None) -> str:
+    """The key of a stored part: the display settings' tag, then the author's name
+    (prefixed with its length in characters) and avatar as they were rendered.
+
+    The database builds the same text from the author's current row when it reads a page
+    (queries.listing) and compares: no hash to compute for each comment of a page, and
+    two different names or avatars never give one key. No avatar counts as an empty one
+    (both show the default).
 
     >>> render_key(display_key("UTC", "/a.png"), "Ann", None)
+    'f8096ac846bd28173:Ann'
+    >>> render_key(display_key("UTC", "/a.png"), "Ann Lee", "avatars/a.png")
+    'f8096ac846bd28177:Ann Leeavatars/a.png'
+    """
+    return f"{display_tag(display)}{len(username)}:{username}{avatar or ''}"
+
+
+def legacy_render_key(display: str, username: str, avatar: str | None) -> str:
+    """The key of the earlier form: an MD5 of the display settings and the author's row.
+
+    Renders stored under it stay valid (a page read checks both forms), and it is the form
+    written while ``shown_key`` is still the 32-character column of those versions (a
+    database ``init-db`` has not widened yet: storage.renders).
+
+    >>> legacy_render_key(display_key("UTC", "/a.png"), "Ann", None)
     '9ae938463d8be797d705ee7a17177a2d'
     """
     material = f"{display}{len(username)}:{username}{avatar or ''}"
     return md5(material.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
-def render(comment: Comment, display: Display, key_prefix: str) -> tuple[str, str]:
-    """The stored part of ``comment`` (JSON text) and its key."""
+def render(comment: Comment, display: Display, key_prefix: str,
+           legacy: bool = False) -> tuple[str, str]:
+    """The stored part of ``comment`` (JSON text) and its key (``legacy``: of the earlier
+    form)."""
     with _context(display):
         shown = STORED_SCHEMA.dump(comment)
+    keyed = legacy_render_key if legacy else render_key
     return (orjson.dumps(shown).decode("utf-8"),
-            render_key(key_prefix, comment.username, comment.avatar))
+            keyed(key_prefix, comment.username, comment.avatar))
 
 
 def with_viewer(shown: dict[str, Any], author_id: int, is_deleted: bool,

@@ -342,6 +342,7 @@ def create_schema(conn: Connection) -> None:
     for statement in schema.DROP_REPLACED_INDEXES:  # after their replacements are built
         conn.exec_driver_sql(statement)
     _add_missing_columns(conn)
+    _widen_columns(conn)
     if conn.dialect.name == "postgresql" and conn.exec_driver_sql(
             list_versions.TRIGGERS_PRESENT).scalar() != 2:  # storage.list_versions
         for statement in list_versions.CREATE_NOTIFY_TRIGGERS:
@@ -363,6 +364,16 @@ def _add_missing_columns(conn: Connection) -> None:
     inspector = inspect(conn)
     for (table, column), statement in schema.ADD_LATER_COLUMNS.items():
         if column not in {c["name"] for c in inspector.get_columns(table)}:
+            conn.exec_driver_sql(statement)
+
+
+def _widen_columns(conn: Connection) -> None:
+    """The columns widened since a table was first created (queries.schema), where still
+    of the earlier type (PostgreSQL)."""
+    if conn.dialect.name != "postgresql":
+        return
+    for (table, column), statement in schema.WIDENED_COLUMNS.items():
+        if conn.execute(schema.COLUMN_LIMITED, {"table": table, "column": column}).scalar():
             conn.exec_driver_sql(statement)
 
 

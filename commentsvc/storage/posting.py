@@ -164,6 +164,7 @@ def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewCo
     if not posts:
         return []
     renderer = renders.for_settings(settings)
+    legacy = renders.legacy_keys(conn)
     now = datetime.now(UTC).replace(tzinfo=None)
     if (facts.newest_date is not None and now < facts.newest_date) \
             or facts.max_id > INT64_MAX - len(posts):
@@ -176,7 +177,7 @@ def write_batch(conn: Connection, facts: BatchFacts, posts: Sequence[store.NewCo
         for key in (c.key for c in lists_of(post.content_type, post.object_id)):
             sizes[key] += 1
             positions.append(sizes[key])
-        shown, shown_key = renderer.render(comment)
+        shown, shown_key = renderer.render(comment, legacy)
         rows.append({
             "id": comment.id, "content_type": post.content_type, "object_id": post.object_id,
             "parent_id": comment.parent_id, "author_id": post.author_id, "body": post.body,

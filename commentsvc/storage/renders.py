@@ -7,19 +7,39 @@ a write to the same comment cannot slip in between its read and its store.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine, Row
 
-from commentsvc.rules.rendered import render
+from commentsvc.rules.rendered import display_tag, render
 from commentsvc.rules.schemas import Display
 from commentsvc.settings import Settings
 from commentsvc.storage.engine import writing
 from commentsvc.storage.queries import renders as q
+from commentsvc.storage.queries.schema import COLUMN_LIMITED
 from commentsvc.storage.store import Comment
 
 BATCH = 1000
+
+# The engines whose shown_key column takes keys of any length (rules.rendered.render_key).
+# A column still limited to the MD5 of earlier versions is looked up again at each use, so
+# that init-db's widening of it counts at once, without a restart.
+_wide: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def legacy_keys(conn: Connection) -> bool:
+    """Whether keys must take their earlier form (rules.rendered.legacy_render_key) on this
+    database: PostgreSQL whose shown_key column ``init-db`` has not widened yet, where a key
+    of the new form would not fit and every write would fail."""
+    if conn.dialect.name != "postgresql" or conn.engine in _wide:
+        return False
+    limited = bool(conn.execute(COLUMN_LIMITED, {"table": "commentsvc_comment",
+                                                 "column": "shown_key"}).scalar())
+    if not limited:
+        _wide.add(conn.engine)
+    return limited
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,15 +50,17 @@ class Renderer:
     display: Display
     key: str
 
-    def render(self, comment: Comment) -> tuple[str, str]:
-        """The stored render of ``comment`` and its key."""
-        return render(comment, self.display, self.key)
+    def render(self, comment: Comment, legacy: bool = False) -> tuple[str, str]:
+        """The stored render of ``comment`` and its key (``legacy``: of the earlier form,
+        as ``legacy_keys`` says)."""
+        return render(comment, self.display, self.key, legacy)
 
     def save(self, conn: Connection, comments: Iterable[Comment]) -> int:
         """Render ``comments`` and store the renders; how many."""
         ids, shown, keys = [], [], []
+        legacy = legacy_keys(conn)
         for comment in comments:
-            text, key = self.render(comment)
+            text, key = self.render(comment, legacy)
             ids.append(comment.id)
             shown.append(text)
             keys.append(key)
@@ -53,7 +75,7 @@ class Renderer:
 
     def save_one(self, conn: Connection, comment: Comment) -> str:
         """Render one comment, store the render, and give it (its JSON text)."""
-        text, key = self.render(comment)
+        text, key = self.render(comment, legacy_keys(conn))
         conn.execute(q.SAVE, {"id": comment.id, "shown": text, "shown_key": key})
         return text
 
@@ -88,8 +110,9 @@ class Renderer:
         after, done = 0, 0
         while True:
             with writing(engine) as conn:
-                comments = _comments(conn.execute(
-                    q.STALE_AFTER, {"after": after, "batch": BATCH, "display": self.key}))
+                comments = _comments(conn.execute(q.STALE_AFTER, {
+                    "after": after, "batch": BATCH, "display": self.key,
+                    "tag": display_tag(self.key), "legacy": legacy_keys(conn)}))
                 saved = self.save(conn, comments)
             if not saved:
                 return done

@@ -72,7 +72,8 @@ def _apply_postgresql(conn: Connection, facts: store.CommentFacts, settings: Set
     versions and its event (when it changed), and the texts of it kept elsewhere read;
     then those rewritten."""
     deleted = facts.deleted()
-    shown, shown_key = renders.for_settings(settings).render(deleted)
+    shown, shown_key = renders.for_settings(settings).render(deleted,
+                                                             renders.legacy_keys(conn))
     subject = events.Subject(facts.id, facts.content_type, facts.object_id, facts.parent_id)
     event = events.new_event(events.DELETED, subject,
                              datetime.now(UTC).replace(tzinfo=None))  # as outbox.now()

@@ -184,8 +184,15 @@ _PAGE_FILTERS = {
 }
 _ENTRY_COLUMNS = """c.id, c.parent_id, c.author_id, c.body, c.date_added, c.is_deleted,
                c.is_anonymous, c.is_read, c.shown, c.shown_key"""
-_FRESH = """e.shown_key = md5(:display || length(u.username) || ':' || u.username
-                               || COALESCE(u.avatar, ''))"""
+# A stored render is fresh when its key is the one it would be rendered under now
+# (rules.rendered.render_key: the display settings' tag, computed once a page in
+# ``state``, then the author's name and avatar as they are), or the earlier form of that
+# key (an MD5 of the same, rules.rendered.legacy_render_key), computed only for a
+# comment whose key is not the first: a CASE, since SQLite evaluates both sides of an OR.
+_FRESH = """CASE WHEN e.shown_key = {tag} || length(u.username) || ':' || u.username
+                                   || COALESCE(u.avatar, '') THEN TRUE
+                 ELSE e.shown_key = md5(:display || length(u.username) || ':' || u.username
+                                        || COALESCE(u.avatar, '')) END"""
 _SHOWN_COLUMNS = """b.n, b.version, e.part, e.id, e.parent_id, e.author_id, e.is_deleted,
            CASE WHEN e.fresh THEN e.shown END AS shown,
            CASE WHEN e.fresh THEN NULL ELSE e.username END AS username,
@@ -195,7 +202,8 @@ _SHOWN_COLUMNS = """b.n, b.version, e.part, e.id, e.parent_id, e.author_id, e.is
            CASE WHEN e.fresh THEN NULL ELSE e.is_anonymous END AS is_anonymous,
            CASE WHEN e.fresh THEN NULL ELSE e.is_read END AS is_read"""
 _STATE = """state AS MATERIALIZED (
-        SELECT COALESCE(MAX(n), 0) AS n, COALESCE(MAX(version), 0) AS version
+        SELECT COALESCE(MAX(n), 0) AS n, COALESCE(MAX(version), 0) AS version,
+               substr(md5(:display), 1, 16) AS tag
         FROM commentsvc_list_count WHERE list_key = :list_key
     )"""
 _HIGHEST = """n - ((CASE WHEN :page > 0 THEN :page
@@ -204,7 +212,7 @@ _HIGHEST = """n - ((CASE WHEN :page > 0 THEN :page
 _PAGE_READ_POSTGRESQL = f"""
     WITH {_STATE},
     bounds AS MATERIALIZED (
-        SELECT n, version, {_HIGHEST.format(greatest="GREATEST")} AS hi FROM state
+        SELECT n, version, tag, {_HIGHEST.format(greatest="GREATEST")} AS hi FROM state
     ),
     page AS MATERIALIZED (
         SELECT x.* FROM bounds AS b CROSS JOIN LATERAL (
@@ -230,7 +238,7 @@ _PAGE_READ_POSTGRESQL = f"""
     SELECT {_SHOWN_COLUMNS}
     FROM bounds AS b
     LEFT JOIN LATERAL (
-        SELECT e.*, u.username, u.avatar, {_FRESH} AS fresh
+        SELECT e.*, u.username, u.avatar, {_FRESH.format(tag="b.tag")} AS fresh
         FROM entries AS e
         CROSS JOIN LATERAL (
             SELECT username, avatar FROM commentsvc_user WHERE id = e.author_id OFFSET 0
@@ -242,7 +250,7 @@ _PAGE_READ_POSTGRESQL = f"""
 _PAGE_READ_SQLITE = f"""
     WITH {_STATE},
     bounds AS MATERIALIZED (
-        SELECT n, version, {_HIGHEST.format(greatest="MAX")} AS hi FROM state
+        SELECT n, version, tag, {_HIGHEST.format(greatest="MAX")} AS hi FROM state
     ),
     page AS MATERIALIZED (
         SELECT {_ENTRY_COLUMNS}, c.{{pos}} AS pos
@@ -271,7 +279,8 @@ _PAGE_READ_SQLITE = f"""
     SELECT {_SHOWN_COLUMNS}
     FROM bounds AS b
     LEFT JOIN (
-        SELECT e.*, u.username, u.avatar, {_FRESH} AS fresh
+        SELECT e.*, u.username, u.avatar,
+               {_FRESH.format(tag="(SELECT tag FROM bounds)")} AS fresh
         FROM entries AS e JOIN commentsvc_user AS u ON u.id = e.author_id
     ) AS e ON 1 = 1
     ORDER BY e.part, e.pos DESC, e.date_added DESC, e.id DESC

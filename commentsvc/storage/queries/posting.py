@@ -118,6 +118,6 @@ WRITE_BATCH = Prepared("commentsvc_write_batch", f"""
       "parent_id": "bigint[]", "author_id": "bigint[]", "body": "text[]",
       "date_added": "timestamp[]", "is_anonymous": "boolean[]", "site_pos": "bigint[]",
       "kind_pos": "bigint[]", "target_pos": "bigint[]", "shown": "text[]",
-      "shown_key": "varchar(32)[]", "list_key": "varchar(200)[]", "added": "bigint[]",
+      "shown_key": "text[]", "list_key": "varchar(200)[]", "added": "bigint[]",
       "uid": "varchar(36)[]", "event_type": "varchar(40)[]", "event_comment_id": "bigint[]",
       "created": "timestamp[]", "payload": "text[]", "first_version": "bigint"})

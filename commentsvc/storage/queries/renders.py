@@ -14,10 +14,16 @@ _ROW_TYPES: dict[str, TypeEngine[Any]] = {
 _COLUMNS = """c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read"""
 # Whether a comment's stored render is missing or was made from other display settings,
-# or another name or avatar of its author (the page read's check: queries.listing).
+# or another name or avatar of its author (the page read's check: queries.listing). A key
+# of the earlier form (an MD5) counts as current only given :legacy (a database whose
+# shown_key column cannot hold the new form yet); otherwise it is made again in the new
+# form, which pages check without computing a hash.
 _STALE = """(c.shown_key IS NULL
-             OR c.shown_key <> md5(:display || length(u.username) || ':' || u.username
-                                   || COALESCE(u.avatar, '')))"""
+             OR NOT (c.shown_key = :tag || length(u.username) || ':' || u.username
+                                   || COALESCE(u.avatar, '')
+                     OR (:legacy AND c.shown_key = md5(:display || length(u.username)
+                                                      || ':' || u.username
+                                                      || COALESCE(u.avatar, '')))))"""
 
 # Comments by id, as the renderer needs them (primary key).
 COMMENTS_BY_ID = text(f"""
@@ -34,7 +40,7 @@ STALE_AFTER = text(f"""
     WHERE c.id > :after AND {_STALE}
     ORDER BY c.id
     LIMIT :batch
-""").columns(**_ROW_TYPES)
+""").bindparams(bindparam("legacy", type_=Boolean())).columns(**_ROW_TYPES)
 
 # The same, only comments without a render at all (after an import).
 MISSING_AFTER = text(f"""

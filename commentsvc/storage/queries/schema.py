@@ -19,9 +19,27 @@ ADD_LATER_COLUMNS = {
         ALTER TABLE commentsvc_comment ADD COLUMN shown TEXT
     """,
     ("commentsvc_comment", "shown_key"): """
-        ALTER TABLE commentsvc_comment ADD COLUMN shown_key VARCHAR(32)
+        ALTER TABLE commentsvc_comment ADD COLUMN shown_key TEXT
     """,
 }
+
+# Columns whose type was widened since, by (table, column), each with the statement that
+# widens it where it is still of the earlier type (PostgreSQL; SQLite does not enforce a
+# VARCHAR's length): from VARCHAR to TEXT only the catalog changes, no row is rewritten.
+# shown_key held an MD5 (32 characters); it now holds the author's name and avatar
+# (rules.rendered.render_key).
+WIDENED_COLUMNS = {
+    ("commentsvc_comment", "shown_key"): """
+        ALTER TABLE commentsvc_comment ALTER COLUMN shown_key TYPE TEXT
+    """,
+}
+
+# Whether a column still has a length limit (PostgreSQL: a VARCHAR(n) column's atttypmod
+# is n + 4, a TEXT column's -1); no row when the table or column is missing.
+COLUMN_LIMITED = text("""
+    SELECT atttypmod > 0 FROM pg_attribute
+    WHERE attrelid = to_regclass(:table) AND attname = :column AND NOT attisdropped
+""")
 
 # Indexes that schema.sql no longer defines, by name, each with the one that replaced it.
 # On PostgreSQL init-db builds the new index CONCURRENTLY (built_concurrently), without

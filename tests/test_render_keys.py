@@ -1,0 +1,133 @@
+"""The key a stored render is checked by (rules.rendered.render_key): the form every write
+stores, the earlier MD5 form still served, and a database whose key column ``init-db`` has
+not widened yet (PostgreSQL), where writes keep storing the earlier form and lose nothing.
+
+A stored render is marked here by rewriting its body behind the service's back: a page
+that shows the mark served the stored render, one that does not made it again.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from commentsvc.rules.rendered import display_tag, legacy_render_key, render_key
+from commentsvc.storage import engine
+from commentsvc.web import current
+from conftest import Community, insert_records
+
+MARK = "stored-render-served"
+PAGE = "/api/comments/?content_type=users.user&object_id=1"
+
+
+def key_and_author(app, comment_id: int) -> tuple[str, str, str | None, str]:
+    """The comment's stored key, its author's name and avatar, and the app's display key."""
+    with app.app_context(), engine.get_engine().connect() as conn:
+        row = conn.execute(sa.text(
+            "SELECT c.shown_key, u.username, u.avatar FROM commentsvc_comment AS c "
+            "JOIN commentsvc_user AS u ON u.id = c.author_id WHERE c.id = :id"),
+            {"id": comment_id}).one()
+        return (*row, current.service().settings.render_display)
+
+
+def set_key(app, comment_id: int, key: str) -> None:
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text("UPDATE commentsvc_comment SET shown_key = :key WHERE id = :id"),
+                     {"key": key, "id": comment_id})
+
+
+def mark(app, comment_id: int) -> None:
+    """The stored render's body replaced by MARK, its key left as it is."""
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text("UPDATE commentsvc_comment SET shown = replace(shown, "
+                             "'\"body\":\"hello\"', '\"body\":\"" + MARK + "\"') "
+                             "WHERE id = :id"), {"id": comment_id})
+
+
+def served_body(app) -> str:
+    page = app.test_client().get(PAGE, headers={"Cache-Control": "no-cache"})
+    assert page.status_code == 200
+    return str(page.get_json()["results"][0]["body"])
+
+
+def post(app, community) -> int:
+    posted = app.test_client().post("/api/comments/", headers=community.auth("ann"), json={
+        "content_type": "users.user", "object_id": 1, "body": "hello"})
+    assert posted.status_code == 201, posted.get_json()
+    return int(posted.get_json()["id"])
+
+
+def test_a_write_stores_the_key_of_the_author_as_rendered(app_factory):
+    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
+    comment_id = post(app, Community(app))
+    key, username, avatar, display = key_and_author(app, comment_id)
+    assert key == render_key(display, username, avatar)
+    assert username in key  # the name itself, not a digest of it
+
+
+def test_a_stored_render_under_either_form_of_its_key_is_served(app_factory):
+    """The key of today and the MD5 of earlier versions both match: the stored render is
+    served (the mark shows); a key of neither form is not, and the page renders it again."""
+    app = app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
+    comment_id = post(app, Community(app))
+    key, username, avatar, display = key_and_author(app, comment_id)
+    mark(app, comment_id)
+    assert served_body(app) == MARK
+    set_key(app, comment_id, legacy_render_key(display, username, avatar))
+    assert served_body(app) == MARK
+    for wrong in (legacy_render_key(display, username + "x", avatar),
+                  render_key(display, username, "other.png"), key[:-1], key + "x"):
+        set_key(app, comment_id, wrong)
+        assert served_body(app) == "hello"
+
+
+def test_rerender_rewrites_keys_of_the_earlier_form(app, runner):
+    insert_records(app, [
+        {"type": "user", "id": 1, "username": "Ann Lee", "avatar": "avatars/ann.png"},
+        {"type": "comment", "id": 5, "content_type": "users.user", "object_id": 1,
+         "parent_id": None, "author_id": 1, "body": "hello",
+         "date_added": "2024-01-01T00:00:00Z", "is_deleted": False, "is_anonymous": False,
+         "is_read": False}])
+    assert "Rendered 1 comment." in runner.invoke(args=["rerender"]).output
+    key, username, avatar, display = key_and_author(app, 5)
+    assert key == render_key(display, username, avatar)
+    set_key(app, 5, legacy_render_key(display, username, avatar))
+    assert "Rendered 1 comment." in runner.invoke(args=["rerender"]).output
+    assert key_and_author(app, 5)[0] == key
+    assert "Rendered 0 comments." in runner.invoke(args=["rerender"]).output
+
+
+def test_a_key_column_not_yet_widened_keeps_the_earlier_form_until_init_db(pg_app_factory):
+    """A PostgreSQL database upgraded without init-db: shown_key is still VARCHAR(32).
+    Posts and deletes succeed and store MD5 keys, which pages serve and rerender keeps;
+    init-db widens the column, and from then on writes store the new form and rerender
+    rewrites the earlier keys."""
+    app = pg_app_factory(COMMENTSVC_RESPONSE_CACHE_MB=0)
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text(
+            "ALTER TABLE commentsvc_comment ALTER COLUMN shown_key TYPE VARCHAR(32)"))
+    community = Community(app)
+    runner = app.test_cli_runner()
+    first = post(app, community)
+    key, username, avatar, display = key_and_author(app, first)
+    assert key == legacy_render_key(display, username, avatar)
+    mark(app, first)
+    assert served_body(app) == MARK
+    assert runner.invoke(args=["rerender"]).exit_code == 0
+    assert key_and_author(app, first)[0] == key and served_body(app) == MARK
+    deleted = post(app, community)
+    assert app.test_client().delete(f"/api/comments/{deleted}/",
+                                    headers=community.auth("ann")).status_code == 204
+    assert len(key_and_author(app, deleted)[0]) == 32
+
+    assert runner.invoke(args=["init-db"]).exit_code == 0
+    with app.app_context(), engine.get_engine().connect() as conn:
+        assert conn.execute(sa.text(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = "
+            "'commentsvc_comment' AND column_name = 'shown_key'")).scalar_one() == "text"
+    second = post(app, community)
+    assert key_and_author(app, second)[0] == render_key(display, username, avatar)
+    assert runner.invoke(args=["rerender"]).exit_code == 0
+    with app.app_context(), engine.get_engine().connect() as conn:
+        keys = conn.execute(sa.text("SELECT shown_key FROM commentsvc_comment")).scalars()
+        assert all(k.startswith(display_tag(display)) for k in keys)
+    assert key_and_author(app, first)[0] == render_key(display, username, avatar)
