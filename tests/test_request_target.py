@@ -148,6 +148,7 @@ def test_a_path_with_an_empty_segment_is_404_json(client, community, path, metho
                            headers=community.auth("ann"), json={"body": "hi"})
     assert response.status_code == 404, (method, path)
     assert "Location" not in response.headers
+    assert "Allow" not in response.headers, (method, path)  # no resource, no methods
     if method != "HEAD":
         assert response.get_json() == {"detail": "Not found."}
 

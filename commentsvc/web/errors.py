@@ -83,7 +83,16 @@ def to_response(exc: BaseException) -> Response:
     if error.status == 503 and "Retry-After" not in error.headers:
         error.headers["Retry-After"] = str(current.service().settings.retry_after)
     return api_response(error_body(error.detail), error.status, error.headers,
-                        _allow_at(request.url_rule or _route_at() or _route_at_slashed()))
+                        _allow_at(_resource_route()))
+
+
+def _resource_route() -> Rule | None:
+    """The route of the resource this request names, if any: none for a path with an
+    empty segment, which names no resource (web.request_target), even where Werkzeug,
+    dropping extra leading slashes, matched a route."""
+    if "//" in request.environ.get("PATH_INFO", ""):
+        return None
+    return request.url_rule or _route_at() or _route_at_slashed()
 
 
 def _route_at(path: str | None = None) -> Rule | None:
