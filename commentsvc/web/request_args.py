@@ -13,6 +13,7 @@ from urllib.parse import quote
 from flask import Request
 from marshmallow import ValidationError
 from werkzeug.sansio.utils import get_current_url
+from werkzeug.urls import iri_to_uri
 
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.rules.schemas import ListQuerySchema
@@ -70,14 +71,17 @@ def _loaded_filters(schema: ListQuerySchema, raw: tuple[str | None, ...],
 
 
 def base_url(request: Request) -> str:
-    """``request.base_url``, remembered for the few (scheme, host, mount, path) a process
-    sees: Werkzeug builds it anew for every request, turning it into an IRI each time."""
+    """``request.base_url`` as a URI, remembered for the few (scheme, host, mount, path) a
+    process sees: Werkzeug builds it anew for every request, as an IRI."""
     return _base_url(request.scheme, request.host, request.root_path, request.path)
 
 
 @lru_cache(maxsize=256)
 def _base_url(scheme: str, host: str, root_path: str, path: str) -> str:
-    return get_current_url(scheme, host, root_path, path)
+    """Werkzeug's IRI turned back into a URI: the host in lower case but in the ASCII
+    form it was sent in (an ``xn--`` name stays one, as a post's ``Location`` has it),
+    so that every page link starts with the address the client used."""
+    return iri_to_uri(get_current_url(scheme, host, root_path, path))
 
 
 def raw_query(request: Request) -> str:
