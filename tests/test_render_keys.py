@@ -131,3 +131,28 @@ def test_a_key_column_not_yet_widened_keeps_the_earlier_form_until_init_db(pg_ap
         keys = conn.execute(sa.text("SELECT shown_key FROM commentsvc_comment")).scalars()
         assert all(k.startswith(display_tag(display)) for k in keys)
     assert key_and_author(app, first)[0] == render_key(display, username, avatar)
+
+
+def test_init_db_widens_the_key_column_without_holding_reads(pg_app_factory, monkeypatch):
+    """The widening takes the comment table's lock against every read; init-db commits it
+    at once, before its long transaction (which blanks old deleted comments): a page read
+    made meanwhile does not wait."""
+    from commentsvc.storage import erasure
+
+    app = pg_app_factory()
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text(
+            "ALTER TABLE commentsvc_comment ALTER COLUMN shown_key TYPE VARCHAR(32)"))
+    blank_deleted, read_meanwhile = erasure.blank_deleted, []
+
+    def blank_and_read(conn):
+        with engine.get_engine().connect() as other:
+            other.execute(sa.text("SET lock_timeout = '1s'"))
+            read_meanwhile.append(other.execute(sa.text(
+                "SELECT COUNT(*) FROM commentsvc_comment")).scalar_one())
+        return blank_deleted(conn)
+
+    monkeypatch.setattr(erasure, "blank_deleted", blank_and_read)
+    result = app.test_cli_runner().invoke(args=["init-db"])
+    assert result.exit_code == 0, result.output
+    assert read_meanwhile == [0]

@@ -33,6 +33,8 @@ def init_db_command(drop: bool, yes: bool) -> None:
     if not drop:  # before the transaction below, which would build them holding writes
         for old, new in upkeep.replace_indexes(engine.get_engine()):
             click.echo(f"Built the index {new} and dropped {old}, which it replaces.")
+        with engine.get_engine().begin() as conn:  # the comment table's lock for a moment,
+            engine.widen_columns(conn)  # not for the whole of the transaction below
     with engine.get_engine().begin() as conn:
         engine.without_statement_timeout(conn)
         if drop:

@@ -342,7 +342,7 @@ def create_schema(conn: Connection) -> None:
     for statement in schema.DROP_REPLACED_INDEXES:  # after their replacements are built
         conn.exec_driver_sql(statement)
     _add_missing_columns(conn)
-    _widen_columns(conn)
+    widen_columns(conn)
     if conn.dialect.name == "postgresql" and conn.exec_driver_sql(
             list_versions.TRIGGERS_PRESENT).scalar() != 2:  # storage.list_versions
         for statement in list_versions.CREATE_NOTIFY_TRIGGERS:
@@ -367,9 +367,11 @@ def _add_missing_columns(conn: Connection) -> None:
             conn.exec_driver_sql(statement)
 
 
-def _widen_columns(conn: Connection) -> None:
+def widen_columns(conn: Connection) -> None:
     """The columns widened since a table was first created (queries.schema), where still
-    of the earlier type (PostgreSQL)."""
+    of the earlier type (PostgreSQL). Only the catalog changes, but under the table's
+    lock against every read until the transaction ends: init-db runs it in a transaction
+    of its own first."""
     if conn.dialect.name != "postgresql":
         return
     for (table, column), statement in schema.WIDENED_COLUMNS.items():
