@@ -29,7 +29,7 @@ from bench import (
 )
 from commentsvc.storage import engine
 from commentsvc.web import auth
-from conftest import Community
+from conftest import Community, checkpoint
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -92,11 +92,11 @@ def test_prewarm_reads_every_table_and_index_of_the_service(pg_app):
 
 def test_the_sql_bench_reads_random_pages_once_each_and_counts_their_blocks(pg_app):
     Community(pg_app)
+    checkpoint(pg_app)
     with pg_app.app_context(), engine.get_engine().connect() as conn:
         conn.exec_driver_sql(sql_bench.listing.PREPARE_PAGE_READS)
         count = conn.exec_driver_sql(
             "SELECT n FROM commentsvc_list_count WHERE list_key = 'site'").scalar_one()
-        conn.exec_driver_sql("CHECKPOINT")
         found = sql_bench.random_pages(conn, count, 6)
         conn.rollback()
     assert found["pages"] == 6

@@ -10,7 +10,7 @@ from test_interchange import import_file, invoke
 from app import create_app
 from commentsvc.operations import load_commands, user_commands
 from commentsvc.storage import engine, upkeep
-from conftest import sample_path
+from conftest import checkpoint, sample_path
 
 READ_EVERY_COMMENT = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM commentsvc_comment"
 
@@ -18,8 +18,8 @@ READ_EVERY_COMMENT = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM comm
 def dirtied_by_first_read(app) -> int:
     """Pages of the comment table that reading all of it dirtied (hint bits set now), once
     every page was written out (a page still dirty from the load is not counted again)."""
+    checkpoint(app)
     with app.app_context(), engine.get_engine().connect() as conn:
-        conn.exec_driver_sql("CHECKPOINT")
         plan = conn.exec_driver_sql(READ_EVERY_COMMENT).scalar()
     return int(plan[0]["Plan"]["Shared Dirtied Blocks"])
 
