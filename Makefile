@@ -38,10 +38,10 @@ serve: install
 	$(BIN)/python -m commentsvc.operations.serving --host $(HOST) --port $(PORT) --workers $(WORKERS) --write-workers $(WRITE_WORKERS)
 
 # The suite under coverage (branches; the pytest process, not the servers it starts), then
-# the report with its total.
+# the report with its total, also after a failure (make test then fails all the same).
 test: install
-	$(BIN)/python -m coverage run -m pytest
-	$(BIN)/python -m coverage report
+	$(BIN)/python -m coverage run -m pytest; status=$$?; \
+	$(BIN)/python -m coverage report; exit $$status
 
 # ruff on everything, mypy strict on the package ([tool.mypy] in pyproject.toml).
 lint: install
