@@ -75,8 +75,8 @@ def erase_user_command(user_id: int) -> None:
 @click.command("purge-idempotency-keys")
 @with_appcontext
 def purge_idempotency_keys_command() -> None:
-    """Delete idempotency keys older than IDEMPOTENCY_RETENTION_HOURS (in batches, each
-    its own transaction, so API writes never wait long)."""
+    """Delete every idempotency key older than COMMENTSVC_IDEMPOTENCY_RETENTION_HOURS,
+    at once (each process also purges them in small batches as it writes)."""
     hours = current.service().settings.idempotency_retention_hours
     deleted = idempotency.purge(engine.get_engine(), hours, batch=None)
     click.echo(f"Purged {deleted} idempotency key{'s' if deleted != 1 else ''} "
