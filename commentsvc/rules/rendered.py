@@ -58,7 +58,6 @@ def display_tag(display: str) -> str:
     return md5(display.encode("utf-8"), usedforsecurity=False).hexdigest()[:TAG_LENGTH]
 
 
-
 def render_key(display: str, username: str, avatar: str | None) -> str:
     """The key of a stored part: the display settings' tag, then the author's name
     (prefixed with its length in characters) and avatar as they were rendered.
