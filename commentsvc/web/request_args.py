@@ -12,8 +12,6 @@ from urllib.parse import quote
 
 from flask import Request
 from marshmallow import ValidationError
-from werkzeug.sansio.utils import get_current_url
-from werkzeug.urls import iri_to_uri
 
 from commentsvc.rules.comment_lists import CommentList
 from commentsvc.rules.schemas import ListQuerySchema
@@ -72,16 +70,23 @@ def _loaded_filters(schema: ListQuerySchema, raw: tuple[str | None, ...],
 
 def base_url(request: Request) -> str:
     """``request.base_url`` as a URI, remembered for the few (scheme, host, mount, path) a
-    process sees: Werkzeug builds it anew for every request, as an IRI."""
+    process sees: Werkzeug builds it anew for every request, as an IRI (the host decoded
+    from punycode, which some valid names do not survive)."""
     return _base_url(request.scheme, request.host, request.root_path, request.path)
+
+
+# What Werkzeug's get_current_url leaves unquoted in the mount point and the path.
+_PATH_SAFE = "!$&'()*+,/:;=@%"
 
 
 @lru_cache(maxsize=256)
 def _base_url(scheme: str, host: str, root_path: str, path: str) -> str:
-    """Werkzeug's IRI turned back into a URI: the host in lower case but in the ASCII
-    form it was sent in (an ``xn--`` name stays one, as a post's ``Location`` has it),
-    so that every page link starts with the address the client used."""
-    return iri_to_uri(get_current_url(scheme, host, root_path, path))
+    """The URL as Werkzeug's ``get_current_url`` makes it, without turning it into an IRI:
+    the host in lower case but otherwise as sent (an ``xn--`` name stays one, as a post's
+    ``Location`` has it, whether or not it decodes), so that every page link starts with
+    the address the client used."""
+    return (f"{scheme}://{host.lower()}{quote(root_path.rstrip('/'), safe=_PATH_SAFE)}/"
+            f"{quote(path.lstrip('/'), safe=_PATH_SAFE)}")
 
 
 def raw_query(request: Request) -> str:
