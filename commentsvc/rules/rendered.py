@@ -60,7 +60,7 @@ def display_tag(display: str) -> str:
 
 def render_key(display: str, username: str, avatar: str | None) -> str:
     """The key of a stored part: the display settings' tag, then the author's name
-    (prefixed with its length in characters) and avatar as they were rendered.
+    (prefixed with its length in UTF-8 bytes) and avatar as they were rendered.
 
     The database builds the same text from the author's current row when it reads a page
     (queries.listing) and compares: no hash to compute for each comment of a page, and
@@ -71,8 +71,10 @@ def render_key(display: str, username: str, avatar: str | None) -> str:
     'f8096ac846bd28173:Ann'
     >>> render_key(display_key("UTC", "/a.png"), "Ann Lee", "avatars/a.png")
     'f8096ac846bd28177:Ann Leeavatars/a.png'
+    >>> render_key(display_key("UTC", "/a.png"), "Zoë", None)
+    'f8096ac846bd28174:Zoë'
     """
-    return f"{display_tag(display)}{len(username)}:{username}{avatar or ''}"
+    return f"{display_tag(display)}{len(username.encode('utf-8'))}:{username}{avatar or ''}"
 
 
 def legacy_render_key(display: str, username: str, avatar: str | None) -> str:

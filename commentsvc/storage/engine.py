@@ -159,8 +159,12 @@ def _add_sqlite_hooks(engine: Engine) -> None:
         for pragma in connections.SQLITE_PRAGMAS:
             cursor.execute(pragma)
         cursor.close()
-        # PostgreSQL's md5(), which a page read uses to check stored renders (rules.rendered)
+        # PostgreSQL's md5(), octet_length() and char_length(), which a page read uses to
+        # check stored renders (rules.rendered; SQLite's own length() stops at a NUL)
         dbapi_connection.create_function("md5", 1, _md5, deterministic=True)
+        dbapi_connection.create_function("octet_length", 1, _octet_length,
+                                         deterministic=True)
+        dbapi_connection.create_function("char_length", 1, _char_length, deterministic=True)
 
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn: Connection) -> None:
@@ -175,6 +179,21 @@ def _md5(value: str | None) -> str | None:
     if value is None:
         return None
     return hashlib.md5(str(value).encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def _octet_length(value: str | None) -> int | None:
+    """PostgreSQL's octet_length(text): the bytes of the text's UTF-8, NULL for NULL (a NUL
+    character counted, where SQLite's length() stops at it)."""
+    if value is None:
+        return None
+    return len(str(value).encode("utf-8"))
+
+
+def _char_length(value: str | None) -> int | None:
+    """PostgreSQL's char_length(text): the characters of the text, a NUL counted."""
+    if value is None:
+        return None
+    return len(str(value))
 
 
 WRITER_OPTION = "commentsvc_writer"

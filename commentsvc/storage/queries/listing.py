@@ -189,10 +189,12 @@ _ENTRY_COLUMNS = """c.id, c.parent_id, c.author_id, c.body, c.date_added, c.is_d
 # ``state``, then the author's name and avatar as they are), or the earlier form of that
 # key (an MD5 of the same, rules.rendered.legacy_render_key), computed only for a
 # comment whose key is not the first: a CASE, since SQLite evaluates both sides of an OR.
-_FRESH = """CASE WHEN e.shown_key = {tag} || length(u.username) || ':' || u.username
+# The name's length: in bytes, and in characters for the earlier form (octet_length and
+# char_length: storage.engine gives SQLite both, whose own length() stops at a NUL).
+_FRESH = """CASE WHEN e.shown_key = {tag} || octet_length(u.username) || ':' || u.username
                                    || COALESCE(u.avatar, '') THEN TRUE
-                 ELSE e.shown_key = md5(:display || length(u.username) || ':' || u.username
-                                        || COALESCE(u.avatar, '')) END"""
+                 ELSE e.shown_key = md5(:display || char_length(u.username) || ':'
+                                        || u.username || COALESCE(u.avatar, '')) END"""
 _SHOWN_COLUMNS = """b.n, b.version, e.part, e.id, e.parent_id, e.author_id, e.is_deleted,
            CASE WHEN e.fresh THEN e.shown END AS shown,
            CASE WHEN e.fresh THEN NULL ELSE e.username END AS username,
@@ -238,7 +240,8 @@ _PAGE_READ_POSTGRESQL = f"""
     SELECT {_SHOWN_COLUMNS}
     FROM bounds AS b
     LEFT JOIN LATERAL (
-        SELECT e.*, u.username, u.avatar, {_FRESH.format(tag="b.tag")} AS fresh
+        SELECT e.*, u.username, u.avatar,
+               {_FRESH.format(tag="b.tag")} AS fresh
         FROM entries AS e
         CROSS JOIN LATERAL (
             SELECT username, avatar FROM commentsvc_user WHERE id = e.author_id OFFSET 0

@@ -19,9 +19,9 @@ _COLUMNS = """c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.da
 # shown_key column cannot hold the new form yet); otherwise it is made again in the new
 # form, which pages check without computing a hash.
 _STALE = """(c.shown_key IS NULL
-             OR NOT (c.shown_key = :tag || length(u.username) || ':' || u.username
+             OR NOT (c.shown_key = :tag || octet_length(u.username) || ':' || u.username
                                    || COALESCE(u.avatar, '')
-                     OR (:legacy AND c.shown_key = md5(:display || length(u.username)
+                     OR (:legacy AND c.shown_key = md5(:display || char_length(u.username)
                                                       || ':' || u.username
                                                       || COALESCE(u.avatar, '')))))"""
 
