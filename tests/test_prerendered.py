@@ -247,3 +247,30 @@ def test_a_written_comments_answer_from_its_stored_render_is_the_schemas_dump(
     entry = rendered.entry(stored, comment.author_id, is_deleted, is_root, viewer)
     assert orjson.dumps(entry) == orjson.dumps(dump_comments(
         [comment], Display(display.tz, default_avatar, viewer))[0])
+
+
+def test_rerender_gives_the_lists_it_renders_new_tags(app, runner):
+    """A rename by a host's SQL changes no list's version, so a page the response cache
+    holds, and a client's copy revalidated by its ETag, still show the old name; rerender
+    (for the user, or for every stale render) gives those lists new versions: the page is
+    built again and the old tag is no longer confirmed (200, not 304)."""
+    insert_records(app, [
+        {"type": "user", "id": 1, "username": "Ann", "avatar": "a.png"},
+        {"type": "comment", "id": 1, "content_type": "comics.comicpage", "object_id": 1,
+         "parent_id": None, "author_id": 1, "body": "hi", "date_added": "2024-01-01T00:00:00Z",
+         "is_deleted": False, "is_anonymous": False, "is_read": False}])
+    assert "Rendered 1 comment." in runner.invoke(args=["rerender"]).output
+    client = app.test_client()
+    urls = ["/api/comments/", "/api/comments/?content_type=comics.comicpage",
+            "/api/comments/?content_type=comics.comicpage&object_id=1"]
+    for new_name, command in (("Ann B", ["rerender", "--user", "1"]),
+                              ("Ann C", ["rerender"])):
+        tags = {url: client.get(url).headers["ETag"] for url in urls}  # cached now
+        with app.app_context(), engine.get_engine().begin() as conn:
+            conn.execute(sa.text("UPDATE commentsvc_user SET username = :name WHERE id = 1"),
+                         {"name": new_name})
+        assert "Rendered 1 comment." in runner.invoke(args=command).output
+        for url in urls:
+            assert client.get(url).get_json()["results"][0]["author"] == new_name, url
+            revalidated = client.get(url, headers={"If-None-Match": tags[url]})
+            assert revalidated.status_code == 200, (url, command)

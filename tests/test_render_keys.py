@@ -98,9 +98,17 @@ def test_rerender_rewrites_keys_of_the_earlier_form(app, runner):
     key, username, avatar, display = key_and_author(app, 5)
     assert key == render_key(display, username, avatar)
     set_key(app, 5, legacy_render_key(display, username, avatar))
+    versions = list_versions(app)
     assert "Rendered 1 comment." in runner.invoke(args=["rerender"]).output
     assert key_and_author(app, 5)[0] == key
+    assert list_versions(app) == versions  # the same render: no list changed
     assert "Rendered 0 comments." in runner.invoke(args=["rerender"]).output
+
+
+def list_versions(app) -> dict[str, int]:
+    with app.app_context(), engine.get_engine().connect() as conn:
+        return dict(conn.execute(sa.text(
+            "SELECT list_key, version FROM commentsvc_list_count")).all())
 
 
 def test_a_key_column_not_yet_widened_keeps_the_earlier_form_until_init_db(pg_app_factory):

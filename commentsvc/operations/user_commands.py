@@ -90,9 +90,11 @@ def purge_idempotency_keys_command() -> None:
 def rerender_command(user_id: int | None) -> None:
     """Render again what comments show to every viewer, where it is missing or out of
     date: after a user's name or avatar was changed outside the service, or the time
-    zone or default avatar setting changed. Pages stay right meanwhile (a stale render is
-    never served), only slower. In batches, each its own transaction; then, if it rendered
-    any, the comment table is vacuumed (PostgreSQL)."""
+    zone or default avatar setting changed. Built pages stay right meanwhile (a stale
+    render is never served), only slower; the lists of the comments it renders get new
+    versions, so that their cached pages and ETags show the change too. In batches, each
+    its own transaction; then, if it rendered any, the comment table is vacuumed
+    (PostgreSQL)."""
     renderer = renders.for_settings(current.service().settings)
     if user_id is None:
         done = renderer.save_stale(engine.get_engine())

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine, Row
 
+from commentsvc.rules.comment_lists import lists_of
 from commentsvc.rules.rendered import display_tag, render
 from commentsvc.rules.schemas import Display
 from commentsvc.settings import Settings
+from commentsvc.storage import store
 from commentsvc.storage.engine import writing
 from commentsvc.storage.queries import renders as q
+from commentsvc.storage.queries import writes
 from commentsvc.storage.queries.schema import COLUMN_LIMITED
 from commentsvc.storage.store import Comment
 
@@ -55,8 +58,10 @@ class Renderer:
         as ``legacy_keys`` says)."""
         return render(comment, self.display, self.key, legacy)
 
-    def save(self, conn: Connection, comments: Iterable[Comment]) -> int:
-        """Render ``comments`` and store the renders; how many."""
+    def save(self, conn: Connection, comments: Iterable[Comment],
+             new_versions: bool = False) -> int:
+        """Render ``comments`` and store the renders; how many. ``new_versions``: the lists
+        showing a comment whose render changed get new versions (``_new_versions``)."""
         ids, shown, keys = [], [], []
         legacy = legacy_keys(conn)
         for comment in comments:
@@ -66,6 +71,8 @@ class Renderer:
             keys.append(key)
         if not ids:
             return 0
+        if new_versions:
+            _new_versions(conn, dict(zip(ids, shown, strict=True)))
         if conn.dialect.name == "postgresql":  # one statement for the batch
             conn.execute(q.SAVE_MANY, {"ids": ids, "shown": shown, "keys": keys})
         else:
@@ -79,15 +86,11 @@ class Renderer:
         conn.execute(q.SAVE, {"id": comment.id, "shown": text, "shown_key": key})
         return text
 
-    def save_ids(self, conn: Connection, ids: list[int]) -> int:
-        """Render the comments ``ids`` again from their rows."""
-        if not ids:
-            return 0
-        return self.save(conn, _comments(conn.execute(q.COMMENTS_BY_ID, {"ids": ids})))
-
     def save_author(self, conn: Connection, author_id: int) -> int:
-        """Render every comment of one author again (after a rename, a new avatar)."""
-        return self.save(conn, _comments(conn.execute(q.BY_AUTHOR, {"author_id": author_id})))
+        """Render every comment of one author again (after a rename, a new avatar), and
+        give the lists of those whose render changed new versions."""
+        return self.save(conn, _comments(conn.execute(q.BY_AUTHOR, {"author_id": author_id})),
+                         new_versions=True)
 
     def save_missing(self, conn: Connection) -> int:
         """Render every comment that has no stored render yet, in the caller's transaction
@@ -113,7 +116,7 @@ class Renderer:
                 comments = _comments(conn.execute(q.STALE_AFTER, {
                     "after": after, "batch": BATCH, "display": self.key,
                     "tag": display_tag(self.key), "legacy": legacy_keys(conn)}))
-                saved = self.save(conn, comments)
+                saved = self.save(conn, comments, new_versions=True)
             if not saved:
                 return done
             done += saved
@@ -126,6 +129,20 @@ def for_settings(settings: Settings) -> Renderer:
     """The renderer of an app's settings."""
     return Renderer(Display(tz=settings.tzinfo, default_avatar=settings.default_avatar),
                     settings.render_display)
+
+
+def _new_versions(conn: Connection, renders: dict[int, str]) -> None:
+    """The lists showing a comment whose stored render differs from its new one (``renders``,
+    by id) get new versions, so new ETags: an author renamed in the database by a host's
+    SQL changes no list's version, and the pages cached or held by clients under the old
+    tags must not be served or confirmed any longer. A render made again alike (a key of
+    the earlier form rewritten, a user erased twice) changes nothing."""
+    changed = [row.id for row in conn.execute(q.STORED_RENDERS, {"ids": list(renders)})
+               if row.shown != renders[row.id]]
+    keys = {comments.key for target in store.targets(conn, changed).values()
+            for comments in lists_of(*target)}
+    if keys:
+        conn.execute(writes.BUMP_VERSIONS, {"list_keys": sorted(keys)})
 
 
 def _comments(rows: Iterable[Row[tuple[object, ...]]]) -> list[Comment]:

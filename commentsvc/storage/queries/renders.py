@@ -25,12 +25,10 @@ _STALE = """(c.shown_key IS NULL
                                                       || ':' || u.username
                                                       || COALESCE(u.avatar, '')))))"""
 
-# Comments by id, as the renderer needs them (primary key).
-COMMENTS_BY_ID = text(f"""
-    SELECT {_COLUMNS}
-    FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
-    WHERE c.id IN :ids
-""").bindparams(bindparam("ids", expanding=True)).columns(**_ROW_TYPES)
+# The stored render of each comment (primary key), to tell which ones a new render changes.
+STORED_RENDERS = text("""
+    SELECT id, shown FROM commentsvc_comment WHERE id IN :ids
+""").bindparams(bindparam("ids", expanding=True))
 
 # The next comments after :after, in id order, whose render is missing or out of date (a
 # walk of the primary key, a batch at a time).
