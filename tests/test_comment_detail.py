@@ -64,8 +64,9 @@ def test_an_id_in_other_digits_names_no_comment(client, community, digits):
     assert client.get(url(100)).status_code == 200  # the same id in ASCII digits
 
 
-def test_options_describes_the_comment_endpoint(client, community):
-    response = client.options(url(100))
+@pytest.mark.parametrize("comment_id", [100, 99999])  # a comment's id, and one of none
+def test_options_describes_the_comment_endpoint(client, community, comment_id):
+    response = client.options(url(comment_id))
     assert response.status_code == 200
     assert response.headers["Allow"] == DETAIL_ALLOW
     assert response.get_json()["name"] == "Comment"
