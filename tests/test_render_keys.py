@@ -198,3 +198,25 @@ def test_a_rename_moving_a_nul_between_name_and_avatar_is_not_served_stale(tmp_p
         with app.app_context(), engine.get_engine().begin() as conn:
             conn.execute(sa.text("UPDATE commentsvc_comment SET shown = replace(shown, "
                                  "'\"body\":\"" + MARK + "\"', '\"body\":\"hello\"')"))
+
+
+def test_a_name_that_is_not_utf8_is_a_server_error_not_an_outage(tmp_path):
+    """SQLite keeps bytes a host's SQL casts to text that are not UTF-8, and the driver
+    cannot read them: the pages showing that author are 500, not 503 (the database
+    answers; a retry would fail alike), and rerender says so in one line."""
+    app = make_app(f"sqlite:///{tmp_path / 'bytes.sqlite3'}", COMMENTSVC_RESPONSE_CACHE_MB=0)
+    Community(app)
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text("UPDATE commentsvc_user SET username = CAST(x'41ff42' AS TEXT) "
+                             "WHERE id = 2"))
+    for url in ("/api/comments/", "/api/comments/feed/"):
+        response = app.test_client().get(url)
+        assert response.status_code == 500, url
+        assert "Retry-After" not in response.headers
+    assert app.test_client().get("/api/comments/?content_type=comics.comicpage&object_id=11"
+                                 ).status_code == 200  # no comment of that author there
+    result = app.test_cli_runner().invoke(args=["rerender", "--user", "2"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: A stored text is not UTF-8 (SQLite, column username): something other "
+        "than the service wrote bytes there; fix that row.")

@@ -68,6 +68,9 @@ def _database_problem(exc: OperationalError) -> str | None:
     if "unable to open database file" in message:
         return (f"Cannot open the SQLite database file ({first}): check that its folder "
                 f"exists and is writable, or {FIX_URL}.")
+    if m := re.search(r"Could not decode to UTF-8 column '([^']+)'", message):
+        return (f"A stored text is not UTF-8 (SQLite, column {m[1]}): something other than "
+                f"the service wrote bytes there; fix that row.")
     return None
 
 

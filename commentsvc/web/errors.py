@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 from flask import Flask, Response, current_app, request
 from flask.typing import ResponseReturnValue
+from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import MapAdapter, RequestRedirect, Rule
 
@@ -62,13 +63,25 @@ def http_error_detail(exc: HTTPException) -> str:
     return exc.description or exc.name
 
 
+# What SQLite's driver says of text that is not UTF-8 (bytes a host's SQL stored), read
+# by the service or passed to a function the service gives SQLite (storage.engine).
+_UNDECODABLE = ("Could not decode to UTF-8", "user-defined function raised exception")
+
+
+def _undecodable(exc: BaseException) -> bool:
+    """The row is at fault, not the database, which answers: a 500, not a 503 that would
+    have clients retry in vain."""
+    return isinstance(exc, sa_exc.OperationalError) and str(exc.orig).startswith(
+        _UNDECODABLE)
+
+
 def to_response(exc: BaseException) -> Response:
     """Turn any exception raised while answering an API request into a JSON response."""
     if isinstance(exc, APIError):
         error = exc
     elif isinstance(exc, HTTPException):
         error = APIError(http_error_detail(exc), status=exc.code or 500)
-    elif isinstance(exc, DATABASE_DOWN):
+    elif isinstance(exc, DATABASE_DOWN) and not _undecodable(exc):
         # An outage is logged once when it starts and once when it ends (outage.py);
         # anything else (a cancelled statement) gets one line without SQL or parameters.
         outage.answered_unavailable()
