@@ -149,15 +149,20 @@ def assert_both_ways_agree(app, target: int, viewer) -> None:
         rendered.results(rows, display, viewer))
 
 
-def test_a_stale_render_is_never_served_and_rerender_brings_it_up_to_date(app, runner):
-    """A user renamed behind the service's back: pages show the new name at once, and the
-    ``rerender`` command stores it."""
+def ann_rendered(app, runner) -> None:
+    """Ann and her one comment on comic page 1, its render stored by rerender."""
     insert_records(app, [
         {"type": "user", "id": 1, "username": "Ann", "avatar": "a.png"},
         {"type": "comment", "id": 1, "content_type": "comics.comicpage", "object_id": 1,
          "parent_id": None, "author_id": 1, "body": "hi", "date_added": "2024-01-01T00:00:00Z",
          "is_deleted": False, "is_anonymous": False, "is_read": False}])
     assert "Rendered 1 comment." in runner.invoke(args=["rerender"]).output
+
+
+def test_a_stale_render_is_never_served_and_rerender_brings_it_up_to_date(app, runner):
+    """A user renamed behind the service's back: pages show the new name at once, and the
+    ``rerender`` command stores it."""
+    ann_rendered(app, runner)
     with app.app_context(), engine.get_engine().begin() as conn:
         conn.execute(sa.text("UPDATE commentsvc_user SET username = 'Ann B/x' WHERE id = 1"))
     page = app.test_client().get("/api/comments/?content_type=comics.comicpage&object_id=1")
@@ -254,12 +259,7 @@ def test_rerender_gives_the_lists_it_renders_new_tags(app, runner):
     holds, and a client's copy revalidated by its ETag, still show the old name; rerender
     (for the user, or for every stale render) gives those lists new versions: the page is
     built again and the old tag is no longer confirmed (200, not 304)."""
-    insert_records(app, [
-        {"type": "user", "id": 1, "username": "Ann", "avatar": "a.png"},
-        {"type": "comment", "id": 1, "content_type": "comics.comicpage", "object_id": 1,
-         "parent_id": None, "author_id": 1, "body": "hi", "date_added": "2024-01-01T00:00:00Z",
-         "is_deleted": False, "is_anonymous": False, "is_read": False}])
-    assert "Rendered 1 comment." in runner.invoke(args=["rerender"]).output
+    ann_rendered(app, runner)
     client = app.test_client()
     urls = ["/api/comments/", "/api/comments/?content_type=comics.comicpage",
             "/api/comments/?content_type=comics.comicpage&object_id=1"]
