@@ -159,12 +159,8 @@ def _add_sqlite_hooks(engine: Engine) -> None:
         for pragma in connections.SQLITE_PRAGMAS:
             cursor.execute(pragma)
         cursor.close()
-        # PostgreSQL's md5(), octet_length() and char_length(), which a page read uses to
-        # check stored renders (rules.rendered; SQLite's own length() stops at a NUL)
-        dbapi_connection.create_function("md5", 1, _md5, deterministic=True)
-        dbapi_connection.create_function("octet_length", 1, _octet_length,
-                                         deterministic=True)
-        dbapi_connection.create_function("char_length", 1, _char_length, deterministic=True)
+        for name, function in _POSTGRESQL_FUNCTIONS.items():
+            dbapi_connection.create_function(name, 1, _of_text(function), deterministic=True)
 
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn: Connection) -> None:
@@ -174,26 +170,20 @@ def _add_sqlite_hooks(engine: Engine) -> None:
     engine.dispose()  # connections made before the hooks get them on reconnect
 
 
-def _md5(value: str | None) -> str | None:
-    """PostgreSQL's md5(text): the hex MD5 of the text's UTF-8, NULL for NULL."""
-    if value is None:
-        return None
-    return hashlib.md5(str(value).encode("utf-8"), usedforsecurity=False).hexdigest()
+# PostgreSQL's functions of text that a page read uses to check stored renders
+# (rules.rendered), given to SQLite: md5() (the hex MD5 of the text's UTF-8),
+# octet_length() (its UTF-8 bytes) and char_length() (its characters; SQLite's own
+# length() stops at a NUL character, which these count).
+_POSTGRESQL_FUNCTIONS: dict[str, Callable[[str], str | int]] = {
+    "md5": lambda text: hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest(),
+    "octet_length": lambda text: len(text.encode("utf-8")),
+    "char_length": len,
+}
 
 
-def _octet_length(value: str | None) -> int | None:
-    """PostgreSQL's octet_length(text): the bytes of the text's UTF-8, NULL for NULL (a NUL
-    character counted, where SQLite's length() stops at it)."""
-    if value is None:
-        return None
-    return len(str(value).encode("utf-8"))
-
-
-def _char_length(value: str | None) -> int | None:
-    """PostgreSQL's char_length(text): the characters of the text, a NUL counted."""
-    if value is None:
-        return None
-    return len(str(value))
+def _of_text(function: Callable[[str], str | int]) -> Callable[[object], str | int | None]:
+    """``function`` as SQLite calls it: on the value as text, NULL for NULL."""
+    return lambda value: None if value is None else function(str(value))
 
 
 WRITER_OPTION = "commentsvc_writer"

@@ -17,7 +17,6 @@ from commentsvc.rules.comment_lists import lists_of
 from commentsvc.rules.rendered import display_tag, render
 from commentsvc.rules.schemas import Display
 from commentsvc.settings import Settings
-from commentsvc.storage import store
 from commentsvc.storage.engine import writing
 from commentsvc.storage.queries import renders as q
 from commentsvc.storage.queries import writes
@@ -137,10 +136,10 @@ def _new_versions(conn: Connection, renders: dict[int, str]) -> None:
     SQL changes no list's version, and the pages cached or held by clients under the old
     tags must not be served or confirmed any longer. A render made again alike (a key of
     the earlier form rewritten, a user erased twice) changes nothing."""
-    changed = [row.id for row in conn.execute(q.STORED_RENDERS, {"ids": list(renders)})
-               if row.shown != renders[row.id]]
-    keys = {comments.key for target in store.targets(conn, changed).values()
-            for comments in lists_of(*target)}
+    keys = {comments.key
+            for row in conn.execute(q.STORED_RENDERS, {"ids": list(renders)})
+            if row.shown != renders[row.id]
+            for comments in lists_of(row.content_type, row.object_id)}
     if keys:
         conn.execute(writes.BUMP_VERSIONS, {"list_keys": sorted(keys)})
 

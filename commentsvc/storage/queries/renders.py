@@ -25,9 +25,10 @@ _STALE = """(c.shown_key IS NULL
                                                       || ':' || u.username
                                                       || COALESCE(u.avatar, '')))))"""
 
-# The stored render of each comment (primary key), to tell which ones a new render changes.
+# The stored render and the target of each comment (primary key): which lists a new
+# render changes.
 STORED_RENDERS = text("""
-    SELECT id, shown FROM commentsvc_comment WHERE id IN :ids
+    SELECT id, shown, content_type, object_id FROM commentsvc_comment WHERE id IN :ids
 """).bindparams(bindparam("ids", expanding=True))
 
 # The next comments after :after, in id order, whose render is missing or out of date (a
