@@ -8,6 +8,8 @@ from typing import Any
 from sqlalchemy import BigInteger, Boolean, DateTime, Integer, Text, bindparam, text
 from sqlalchemy.types import TypeEngine
 
+from commentsvc.storage.queries.renders import LEGACY_RENDER_KEY, RENDER_KEY
+
 # The columns every comment row carries to the schemas, in one place.
 _ROW_TYPES: dict[str, TypeEngine[Any]] = {
     "date_added": DateTime(),
@@ -185,16 +187,11 @@ _PAGE_FILTERS = {
 _ENTRY_COLUMNS = """c.id, c.parent_id, c.author_id, c.body, c.date_added, c.is_deleted,
                c.is_anonymous, c.is_read, c.shown, c.shown_key"""
 # A stored render is fresh when its key is the one it would be rendered under now
-# (rules.rendered.render_key: the display settings' tag, computed once a page in
-# ``state``, then the author's name and avatar as they are), or the earlier form of that
-# key (an MD5 of the same, rules.rendered.legacy_render_key), computed only for a
-# comment whose key is not the first: a CASE, since SQLite evaluates both sides of an OR.
-# The name's length: in bytes, and in characters for the earlier form (octet_length and
-# char_length: storage.engine gives SQLite both, whose own length() stops at a NUL).
-_FRESH = """CASE WHEN e.shown_key = {tag} || octet_length(u.username) || ':' || u.username
-                                   || COALESCE(u.avatar, '') THEN TRUE
-                 ELSE e.shown_key = md5(:display || char_length(u.username) || ':'
-                                        || u.username || COALESCE(u.avatar, '')) END"""
+# (queries.renders.RENDER_KEY, the display settings' tag computed once a page in
+# ``state``), or the earlier form of that key, computed only for a comment whose key is
+# not the first: a CASE, since SQLite evaluates both sides of an OR.
+_FRESH = f"""CASE WHEN e.shown_key = {RENDER_KEY} THEN TRUE
+                 ELSE e.shown_key = {LEGACY_RENDER_KEY} END"""
 _SHOWN_COLUMNS = """b.n, b.version, e.part, e.id, e.parent_id, e.author_id, e.is_deleted,
            CASE WHEN e.fresh THEN e.shown END AS shown,
            CASE WHEN e.fresh THEN NULL ELSE e.username END AS username,

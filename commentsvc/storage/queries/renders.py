@@ -13,17 +13,24 @@ _ROW_TYPES: dict[str, TypeEngine[Any]] = {
 }
 _COLUMNS = """c.id, c.parent_id, c.author_id, u.username, u.avatar, c.body, c.date_added,
            c.is_deleted, c.is_anonymous, c.is_read"""
+# The key a render of its author's row ``u`` would be stored under now (rules.rendered
+# .render_key), {tag} being the display settings' tag; and the key of the earlier form,
+# an MD5 (rules.rendered.legacy_render_key). The name's length: in bytes, and in
+# characters for the earlier form (octet_length and char_length: storage.engine gives
+# SQLite both, whose own length() stops at a NUL). The page read checks both
+# (queries.listing), rerender only the first unless :legacy.
+RENDER_KEY = "{tag} || octet_length(u.username) || ':' || u.username || COALESCE(u.avatar, '')"
+LEGACY_RENDER_KEY = """md5(:display || char_length(u.username) || ':' || u.username
+                           || COALESCE(u.avatar, ''))"""
+
 # Whether a comment's stored render is missing or was made from other display settings,
 # or another name or avatar of its author (the page read's check: queries.listing). A key
 # of the earlier form (an MD5) counts as current only given :legacy (a database whose
 # shown_key column cannot hold the new form yet); otherwise it is made again in the new
 # form, which pages check without computing a hash.
-_STALE = """(c.shown_key IS NULL
-             OR NOT (c.shown_key = :tag || octet_length(u.username) || ':' || u.username
-                                   || COALESCE(u.avatar, '')
-                     OR (:legacy AND c.shown_key = md5(:display || char_length(u.username)
-                                                      || ':' || u.username
-                                                      || COALESCE(u.avatar, '')))))"""
+_STALE = f"""(c.shown_key IS NULL
+             OR NOT (c.shown_key = {RENDER_KEY.format(tag=":tag")}
+                     OR (:legacy AND c.shown_key = {LEGACY_RENDER_KEY})))"""
 
 # The stored render and the target of each comment (primary key): which lists a new
 # render changes.
