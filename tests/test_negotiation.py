@@ -32,6 +32,9 @@ CASES = [
     ("", "text/html, application/json;q=0.9", HTML),
     ("", "application/json;q=0, text/html", HTML),
     ("", "text/html;q=0.5, */*", JSON),
+    ("", "*/*, text/html", HTML),  # equal qualities: the range that names a type wins
+    ("", "application/*;q=0.5, text/html;q=0.5", HTML),
+    ("", "text/*;q=0.5, application/json;q=0.5", JSON),
     ("", "text/plain", 406),
     ("", "image/png, application/xml", 406),
     ("", "*/*;q=0", 406),

@@ -2,9 +2,11 @@
 
 The ``format`` parameter wins over ``Accept`` (as Django REST Framework's URL format
 override does): ``format=json`` is JSON and ``format=api`` the HTML page whatever the
-client accepts. Without it, ``Accept`` decides by quality, and a tie goes to JSON, so
-``*/*``, ``application/*`` and no header at all are JSON while a browser's header (which
-names ``text/html`` above ``*/*``) gets the page. An ``Accept`` naming neither is 406.
+client accepts. Without it, ``Accept`` decides by quality, then by how exactly a range
+names the type (``text/html`` over ``text/*`` over ``*/*``), and a full tie goes to JSON,
+so ``*/*``, ``application/*`` and no header at all are JSON while a browser's header
+(which names ``text/html`` above ``*/*``) gets the page. An ``Accept`` naming neither is
+406.
 Werkzeug parses the header and weighs the ranges; only their parameters are set aside.
 """
 
