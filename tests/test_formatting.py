@@ -412,6 +412,9 @@ def test_render_body_leaves_empty_or_bad_links_as_text(text: str) -> None:
         ("www.é.com", _a("www.é.com", "http://www.é.com")),
         ("www.5.com", _a("www.5.com", "http://www.5.com")),
         ("www.a", _a("www.a", "http://www.a")),
+        ("www._site.example", "www._site.example"),  # after www. a letter or digit
+        ("www.-x.com", "www.-x.com"),
+        ("www.%7Euser.org", "www.%7Euser.org"),
         ("http://-", _a("http://-")),
         ("http://.x", _a("http://.x")),
         # A refused candidate does not stop the search for later links.

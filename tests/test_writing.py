@@ -91,6 +91,23 @@ def test_a_reply_to_a_reply_joins_the_thread_root(client, community):
     assert reply["id"] in [r["id"] for r in root["replies"]]
 
 
+def test_a_live_reply_of_a_deleted_root_may_be_answered(client, community):
+    """The comment answered is the one named, which offers can_reply; the answer joins
+    the thread under the deleted root, which itself cannot be answered."""
+    assert client.delete(URL + "100/", headers=community.auth("carol")).status_code == 204
+    reply = next(c for c in listed(client, "?content_type=comics.comicpage&object_id=10",
+                                   community.auth("bob")) if c["id"] == 101)
+    assert reply["can_reply"] is True
+    answer = post(client, community, "bob", parent=101, body="Still here")
+    assert answer.status_code == 201, answer.get_json()
+    root = next(c for c in listed(client, "?content_type=comics.comicpage&object_id=10")
+                if c["id"] == 100)
+    assert root["is_deleted"] is True
+    assert answer.get_json()["id"] in [r["id"] for r in root["replies"]]
+    assert_error(post(client, community, "bob", parent=100), 400,
+                 {"parent": ["A deleted comment cannot be replied to."]})
+
+
 @pytest.mark.parametrize(("fields", "errors"), [
     ({"body": ""}, {"body": ["This field may not be blank."]}),
     ({"body": " \n\t "}, {"body": ["This field may not be blank."]}),
