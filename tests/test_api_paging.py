@@ -124,3 +124,18 @@ def test_forwarded_headers_are_ignored_unless_a_proxy_is_trusted(app_factory, sa
     insert_records(trusting, sample_records)
     url = trusting.test_client().get("/api/comments/", headers=headers).get_json()
     assert url["p8n"]["next_url"] == "https://public.example/api/comments/?page=2"
+
+
+@pytest.mark.parametrize(("proto", "host", "expected"), [
+    ("HTTPS", "public.example:443", "https://public.example/api/comments/?page=2"),
+    ("Http", "public.example:80", "http://public.example/api/comments/?page=2"),
+    ("ftp", "public.example", "http://public.example/api/comments/?page=2"),
+    ("javascript", "public.example:8443", "http://public.example:8443/api/comments/?page=2"),
+])
+def test_a_trusted_proxys_scheme_counts_in_lower_case_and_only_http_or_https(
+        app_factory, sample_records, proto, host, expected):
+    trusting = app_factory(COMMENTSVC_TRUSTED_PROXIES=1)
+    insert_records(trusting, sample_records)
+    headers = {"X-Forwarded-Proto": proto, "X-Forwarded-Host": host}
+    response = trusting.test_client().get("/api/comments/", headers=headers)
+    assert response.get_json()["p8n"]["next_url"] == expected

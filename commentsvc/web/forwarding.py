@@ -36,8 +36,30 @@ class SchemeFromSocket:
         return self.app(environ, start_response)
 
 
+# The schemes the service is reached by.
+_SCHEMES = frozenset(("http", "https"))
+
+
+class KnownScheme:
+    """WSGI middleware behind ProxyFix: the scheme a trusted proxy's X-Forwarded-Proto
+    named, in lower case (schemes are case-insensitive, and page links leave out port 443
+    only for ``https``); one that is neither http nor https is no scheme the service is
+    reached by, so the connection's own stands."""
+
+    def __init__(self, app: WSGIApp):
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        scheme = str(environ.get("wsgi.url_scheme", "http")).lower()
+        if scheme not in _SCHEMES:
+            scheme = environ.get("werkzeug.proxy_fix.orig", {}).get("wsgi.url_scheme", "http")
+        environ["wsgi.url_scheme"] = scheme
+        return self.app(environ, start_response)
+
+
 def trusting(app: WSGIApp, proxies: int) -> WSGIApp:
     """``app`` honouring X-Forwarded-For/Proto/Host from ``proxies`` hops, or from none."""
     if proxies:
-        return ProxyFix(app, x_for=proxies, x_proto=proxies, x_host=proxies)
+        return ProxyFix(KnownScheme(app), x_for=proxies, x_proto=proxies, x_host=proxies)
     return SchemeFromSocket(app)
