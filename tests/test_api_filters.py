@@ -127,3 +127,11 @@ def test_any_page_size_above_the_maximum_is_served_the_maximum(app_factory, samp
 def test_a_page_size_below_1_stays_400(client, page_size):
     assert_error(client.get(URL + f"?page_size={page_size}"), 400,
                  {"page_size": ["Ensure this value is greater than or equal to 1."]})
+
+
+def test_a_refusals_fields_come_in_the_schemas_order(client, sample):
+    """content_type's check runs after object_id's type check; the answer still lists
+    the fields as the schema declares them, as Django REST Framework does."""
+    response = client.get(URL + "?object_id=abc&content_type=x&page_size=0")
+    assert response.status_code == 400
+    assert list(response.get_json()) == ["content_type", "object_id", "page_size"]

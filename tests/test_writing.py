@@ -138,6 +138,15 @@ def test_bad_fields_are_400_and_write_nothing(app, client, community, fields, er
     assert table_rows(app) == before
 
 
+def test_a_refusals_fields_come_in_the_schemas_order(client, community):
+    response = client.post(URL, json={"is_anonymous": "x", "parent": "y", "body": "",
+                                      "object_id": "z", "content_type": "auth.group"},
+                           headers=community.auth("ann"))
+    assert response.status_code == 400
+    assert list(response.get_json()) == ["content_type", "object_id", "body", "parent",
+                                         "is_anonymous"]
+
+
 def test_missing_fields_are_each_named(app, client, community):
     before = table_rows(app)
     response = client.post(URL, json={}, headers=community.auth("ann"))

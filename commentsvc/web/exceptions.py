@@ -7,9 +7,12 @@ raise them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc as sa_exc
+
+if TYPE_CHECKING:
+    from marshmallow import Schema, ValidationError
 
 # Raised by the driver or the pool when the database cannot be reached or went away.
 DATABASE_DOWN = (
@@ -36,6 +39,18 @@ class APIError(Exception):
 
 class ValidationFailed(APIError):
     """Bad request parameters or fields: ``detail`` maps each field to its messages."""
+
+    @classmethod
+    def of(cls, schema: Schema, exc: ValidationError) -> ValidationFailed:
+        """A schema's refusal, its fields in the order the schema declares them (as Django
+        REST Framework lists them), not in the order marshmallow's passes found them (its
+        field validators run after every field's type check)."""
+        messages = exc.messages
+        if isinstance(messages, dict):
+            rank = {name: i for i, name in enumerate(schema.fields)}
+            messages = dict(sorted(messages.items(),
+                                   key=lambda item: rank.get(item[0], len(rank))))
+        return cls(messages)
 
 
 class NotFound(APIError):

@@ -63,7 +63,7 @@ def _loaded_filters(schema: ListQuerySchema, raw: tuple[str | None, ...],
         args = schema.load({name: value for name, value in zip(_FILTERS, raw, strict=True)
                             if value is not None})
     except ValidationError as exc:
-        raise ValidationFailed(exc.messages) from exc
+        raise ValidationFailed.of(schema, exc) from exc
     size = min(args["page_size"] or default_size, max_size)
     return CommentList(args["content_type"], args["object_id"]), size
 

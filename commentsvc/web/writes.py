@@ -57,7 +57,7 @@ def loaded(schema: Schema, fields: dict[str, Any]) -> dict[str, Any]:
     try:
         result: dict[str, Any] = schema.load(fields)
     except ValidationError as exc:
-        raise ValidationFailed(exc.messages) from exc
+        raise ValidationFailed.of(schema, exc) from exc
     return result
 
 
