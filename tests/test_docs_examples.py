@@ -6,7 +6,8 @@ command whose comment starts with a status (`# 401 {"detail": ...}`) must get th
 and, when the comment shows a JSON body, exactly that body. Blocks that must not run
 (servers, installs, the suite itself) carry `<!-- docs-test: skip (why) -->` on the line
 before. The server is `make run` itself, in a folder laid out as a fresh clone (the
-checkout's files, its own `instance/`), on a free port that replaces 8000 in the examples.
+checkout's files, its own `instance/`), on a free port, given to the examples as `PORT`
+(as a reader who chose one sets it) and in place of any 8000 they spell out.
 A command written anywhere else in the docs (an indented block, another fence) fails the
 test, so no example escapes it.
 """
@@ -203,8 +204,8 @@ def test_the_readme_examples_run_as_written(make_run):
     assert f"Serving comments at http://127.0.0.1:{port}/api/comments/" in log.read_text()
     blocks = [code for code, reason in sh_blocks((ROOT / "README.md").read_text()) if not reason]
     text, every = script(blocks, port)
-    done = subprocess.run(["bash", "-c", text], cwd=clone, env=environ, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(["bash", "-c", text], cwd=clone, env={**environ, "PORT": str(port)},
+                          capture_output=True, text=True, timeout=300)
     outputs = re.split(r"^@@ \d+\n", done.stdout, flags=re.M)[1:]
     reached = len(outputs) - 1  # the command after the last marker failed, if any
     assert done.returncode == 0, (
