@@ -22,7 +22,7 @@ from commentsvc import settings
 from commentsvc.interchange import ndjson
 from commentsvc.operations import demo
 from commentsvc.standalone import create_app
-from commentsvc.storage import deadline, outage
+from commentsvc.storage import counters, deadline, outage
 from commentsvc.storage import engine as db
 from conftest import Community, make_app
 from helpers import assert_error, slow_page_reads
@@ -208,6 +208,28 @@ def test_connecting_to_a_server_that_never_answers_honours_the_connect_timeout()
         assert time.monotonic() - started < 2.5
     finally:
         silent.close()
+
+
+def test_a_server_that_stops_answering_while_a_reader_prepares_costs_one_deadline(
+        deadline_app, monkeypatch):
+    """The counter reader's new connection prepares its statements first; a server that
+    does not answer then is hung, as for any statement: 503 after the deadline, no second
+    wait on another connection, and the prepared reads stay on for when it is back."""
+    app = deadline_app(COMMENTSVC_DB_RESPONSE_TIMEOUT=0.5, COMMENTSVC_DB_FAIL_FAST_SECONDS=1)
+    Community(app)
+    monkeypatch.setattr(counters, "PREPARE_PAGE_READS",
+                        "SELECT pg_sleep(2); " + counters.PREPARE_PAGE_READS)
+    client = app.test_client()
+    started = time.monotonic()
+    assert_error(client.get("/api/comments/?page_size=3"), 503, UNAVAILABLE)
+    assert time.monotonic() - started < 1.5  # one deadline, not a second wait after it
+    monkeypatch.undo()
+    with app.app_context():
+        reader = app.extensions["commentsvc"].counter_readers.for_engine(engine_of(app))
+    assert reader.uses_prepared
+    time.sleep(1.1)  # the fail-fast window
+    assert client.get("/api/comments/?page_size=3").status_code == 200
+    assert reader.uses_prepared
 
 
 def test_a_hung_connect_is_503_and_opens_the_fail_fast_window(postgres_url):

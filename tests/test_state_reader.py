@@ -226,3 +226,26 @@ def test_a_lost_prepared_sign_in_read_switches_to_the_plain_one(pg_app):
     assert client.get("/api/comments/", headers=community.auth("ann")).get_json() == expected
     unknown = client.get("/api/comments/", headers={"Authorization": "Token " + "f" * 40})
     assert unknown.status_code == 401
+
+
+def test_a_connection_lost_while_preparing_keeps_the_prepared_reads(pg_app, sample_records,
+                                                                     monkeypatch):
+    """Only a server or pooler that refuses PREPARE turns the prepared reads off; a kept
+    connection that died while preparing is thrown away and the read made as after any
+    lost connection."""
+    insert_records(pg_app, sample_records)
+    expected = read_site(pg_app)
+    with pg_app.app_context():
+        reader_for(db.get_engine()).discard()
+    monkeypatch.setattr(counters, "PREPARE_PAGE_READS",
+                        "SELECT pg_terminate_backend(pg_backend_pid())")
+    assert read_site(pg_app) == expected  # answered on a pooled connection
+    with pg_app.app_context():
+        assert reader_for(db.get_engine()).uses_prepared
+    monkeypatch.undo()
+    assert read_site(pg_app) == expected
+    with pg_app.app_context():
+        reader = reader_for(db.get_engine())
+        with reader._connection().cursor() as cursor:
+            cursor.execute("SELECT name FROM pg_prepared_statements")
+            assert listing.LIST_STATE_PREPARED in [row[0] for row in cursor.fetchall()]

@@ -222,7 +222,12 @@ class ListStateReader:
                     cursor.execute(PREPARE_LIST_STATE)
                     cursor.execute(PREPARE_PAGE_READS)
                     cursor.execute(PREPARE_VIEWER)
-            except self._engine.dialect.loaded_dbapi.Error:
+            except self._engine.dialect.loaded_dbapi.Error as exc:
+                if dbapi_connection.closed or isinstance(exc, DatabaseNoAnswer):
+                    # the connection failed, not the statements: the read decides what
+                    # that means (a hung server: no second wait on another connection)
+                    _close_quietly(fairy)
+                    raise
                 self.uses_prepared = False  # a server or pooler that will not prepare
         self._local.held = (os.getpid(), fairy)
         with self._lock:
