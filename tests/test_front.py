@@ -279,6 +279,7 @@ def test_gunicorn_down_is_a_json_502(nginx_alone):
     status, headers, body = parse(received)
     assert status == 502
     assert headers["content-type"] == "application/json"
+    assert headers["retry-after"] == "5"
     assert json.loads(body) == {"detail": "The service is unavailable. Try again shortly."}
 
 
@@ -454,3 +455,21 @@ def test_a_client_that_half_closes_after_its_request_still_gets_the_answer(stack
             received += part
     status, headers, _body = parse(received)
     assert status == (200 if method == "GET" else 401), received[:300]
+
+
+def test_the_stacks_502_says_when_to_retry_as_the_apps_503_does(monkeypatch):
+    """serve gives nginx the service's COMMENTSVC_RETRY_AFTER for its 502 (gunicorn down
+    or restarting), and only for it."""
+    from commentsvc.operations import serving
+
+    monkeypatch.setenv("COMMENTSVC_RETRY_AFTER", "9")
+    runtime = Path(tempfile.mkdtemp(prefix="commentsvc-front-test-"))
+    runtime.chmod(0o711)  # as root, nginx's workers (nobody) must reach it
+    try:
+        stack = serving.Stack("127.0.0.1", 8000, 1, runtime, "nginx", "gunicorn.conf.py")
+        conf = stack.conf.read_text()
+    finally:
+        shutil.rmtree(runtime)
+    assert conf.count("add_header Retry-After 9 always;") == 2  # both servers' 502
+    location = conf.index("location = /.commentsvc-front/502")
+    assert "Retry-After 9" in conf[location:conf.index("}", location)]

@@ -64,6 +64,7 @@ class FrontConfig:
     nginx_workers: int = 1
     worker_connections: int = 8192  # per nginx worker; each may hold one to gunicorn too
     app_timeout_seconds: int = 35  # just over gunicorn's timeout: its own verdict comes first
+    retry_after_seconds: int = 5  # the 502's Retry-After (COMMENTSVC_RETRY_AFTER)
     shutdown_seconds: int = 35
 
     @property
@@ -97,6 +98,7 @@ def render(config: FrontConfig) -> str:
         body_buffer_bytes=min(config.max_body_bytes, MAX_BODY_BUFFER_BYTES),
         socket=config.socket, write_socket=config.write_socket, listen=config.listen,
         app_timeout_seconds=config.app_timeout_seconds, host_form=HOST_FORM,
+        retry_after_seconds=config.retry_after_seconds,
         errors=[(status, _in_nginx_string(json.dumps(detail)[1:-1]))
                 for status, detail in ERRORS])
 

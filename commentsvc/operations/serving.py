@@ -72,10 +72,11 @@ class Stack:
         self.runtime_dir = runtime_dir
         self.socket = runtime_dir / "app.sock"
         write_socket = runtime_dir / "writes.sock" if write_workers else None
-        max_body = settings.resolved(settings.from_environment())["MAX_REQUEST_BYTES"]
+        configured = settings.resolved(settings.from_environment())
         self.conf = front.prepare_runtime_dir(runtime_dir, front.FrontConfig(
-            host=host, port=port, socket=self.socket, max_body_bytes=max_body,
-            write_socket=write_socket))
+            host=host, port=port, socket=self.socket,
+            max_body_bytes=configured["MAX_REQUEST_BYTES"], write_socket=write_socket,
+            retry_after_seconds=configured["RETRY_AFTER"]))
         self.nginx_command = [nginx, "-e", "stderr", "-p", f"{runtime_dir}/",
                               "-c", str(self.conf)]
         self.gunicorn_command = _gunicorn_command(
