@@ -70,7 +70,7 @@ def test_a_hosts_handlers_for_status_codes_keep_the_prefix_json(database_url, ha
     SQLAlchemy().init_app(host)
 
     def add_pages() -> None:
-        for code in (404, 405):
+        for code in (400, 404, 405):
             host.register_error_handler(code, lambda exc: (f"<h1>host {exc.code}</h1>",
                                                            exc.code))
 
@@ -90,6 +90,16 @@ def test_a_hosts_handlers_for_status_codes_keep_the_prefix_json(database_url, ha
         assert response.status_code == 405
         assert response.get_json() == {"detail": 'Method "PUT" not allowed.'}
         assert response.headers["Allow"] == ALLOW
+        # Paths with an empty segment, some of which Werkzeug would match with their
+        # slashes merged, and a malformed Host: refused as JSON before any view runs.
+        for path in ("/community/api//comments/", "/community/api/comments//",
+                     "/community/api/comments//5/"):
+            response = client.get("/", environ_overrides={"PATH_INFO": path})
+            assert response.status_code == 404, path
+            assert response.get_json() == {"detail": "Not found."}, path
+        response = client.get("/community/api/comments/", headers={"Host": "a b"})
+        assert response.status_code == 400
+        assert response.get_json() == {"detail": "Invalid Host header."}
         assert client.get("/elsewhere").data == b"<h1>host 404</h1>"
         assert client.get("/community/api/comments").status_code == 308  # still redirected
     finally:

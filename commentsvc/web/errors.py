@@ -166,7 +166,7 @@ def install_error_handler(app: Flask, api_prefix: str) -> None:
     A handler the host registered earlier for HTTPException keeps serving its other paths;
     one it registered for a status code serves them alone (``routing_answer_as_json``).
     """
-    request_target.refuse_unanswerable(app, api_prefix)
+    request_target.refuse_unanswerable(app, api_prefix, to_response)
     previous = app.error_handler_spec[None][None].get(HTTPException)
 
     def handle_http_error(exc: HTTPException) -> ResponseReturnValue:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
-from flask import Flask, Request, request
-from werkzeug.exceptions import BadRequest, NotFound
+from flask import Flask, Request, Response, request
+from werkzeug.exceptions import BadRequest, HTTPException, NotFound
 
 INVALID_HOST = "Invalid Host header."
 MISSING_HOST = "A Host header is required."
@@ -92,9 +93,12 @@ def host_problem(req: Request) -> str | None:
     return None if server and valid_host(server) else MISSING_HOST
 
 
-def refuse_unanswerable(app: Flask, prefix: str) -> None:
-    """Check the Host and the path of every request of ``app`` under ``prefix``, where
-    errors.install_error_handler answers the HTTP errors raised here as JSON.
+def refuse_unanswerable(app: Flask, prefix: str,
+                        answer: Callable[[HTTPException], Response]) -> None:
+    """Check the Host and the path of every request of ``app`` under ``prefix``, and
+    refuse what they cannot name with ``answer`` (errors.to_response: JSON): returned,
+    not raised, so that no error page of a host (``@app.errorhandler(404)``, chosen before
+    any handler of every HTTPException) answers instead.
 
     The hook is registered once per app; later calls add prefixes. ``prefix`` is compared
     with the path Werkzeug routes (extra leading slashes dropped), so ``//api/comments/``
@@ -108,16 +112,17 @@ def refuse_unanswerable(app: Flask, prefix: str) -> None:
     app.extensions[_EXTENSION] = (prefix,)
     extensions = app.extensions
 
-    def check() -> None:
-        """Raise what the JSON error handler of the prefix answers: 400 or 404."""
+    def check() -> Response | None:
+        """The prefix's answer to a request it cannot serve (400 or 404), or None."""
         # Flask types the proxy as the Request it stands for; this is the Request itself.
         req: Request = request._get_current_object()  # type: ignore[attr-defined]
         if not req.path.startswith(extensions[_EXTENSION]):
-            return
+            return None
         problem = host_problem(req)
         if problem is not None:
-            raise BadRequest(problem)
+            return answer(BadRequest(problem))
         if "//" in req.environ.get("PATH_INFO", ""):
-            raise NotFound()
+            return answer(NotFound())
+        return None
 
     app.before_request(check)
