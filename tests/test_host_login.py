@@ -16,7 +16,10 @@ from conftest import COMMUNITY, insert_records
 URL = "/community/api/comments/"
 POST = {"content_type": "comics.comicpage", "object_id": 10, "body": "From the site"}
 # The host's own user records; dave (7) has never been seen by the comment service.
-HOST_USERS = {1: ("ann", None, False), 3: ("carol", None, True), 7: ("dave", "d.png", False)}
+HOST_USERS = {1: ("ann", None, False), 3: ("carol", None, True), 7: ("dave", "d.png", False),
+              # users the service cannot record: no name, a NUL, ids no comment can name
+              8: ("", None, False), 9: ("e\x00f", None, False), 0: ("zero", None, False),
+              -5: ("minus", None, False), 2**63: ("big", None, False)}
 
 
 def current_user():
@@ -37,7 +40,7 @@ def make_site(database_url: str) -> Flask:
 
     SQLAlchemy().init_app(site)
 
-    @site.post("/login/<int:user_id>")
+    @site.post("/login/<int(signed=True):user_id>")
     def login(user_id):
         session["user_id"] = user_id
         return "ok"
@@ -89,3 +92,16 @@ def test_the_hosts_staff_flag_is_trusted(site):
     client.post("/login/1")
     response = client.delete("/community/api/comments/101/")
     assert response.status_code == 403
+
+
+@pytest.mark.parametrize("user_id", [8, 9, 0, -5, 2**63])
+def test_a_host_user_the_service_cannot_record_may_not_write(site, user_id):
+    """An empty name would give the author address /user//, a NUL cannot be stored, and
+    an id outside 1..2**63-1 names no user: 403, nothing written, the reads unchanged."""
+    client = site.test_client()
+    client.post(f"/login/{user_id}")
+    before = client.get(URL).get_json()
+    response = client.post(URL, json=POST)
+    assert response.status_code == 403
+    assert response.get_json() == {"detail": "Your account is not known to the comment service."}
+    assert client.get(URL).get_json() == before

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Request, current_app
 from sqlalchemy.engine import Connection, Engine
 
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.storage.queries import auth as sql
 from commentsvc.web import current
 from commentsvc.web.exceptions import APIError, PermissionDenied
@@ -125,14 +126,29 @@ def _host_user(user: Any) -> Viewer | None:
 UNKNOWN_ACCOUNT = "Your account is not known to the comment service."
 
 
+def storable_id(viewer: Viewer) -> bool:
+    """Whether a host's user has an id a row can hold (1..2**63-1); one without may read,
+    but not write (UNKNOWN_ACCOUNT)."""
+    return 1 <= viewer.id <= INT64_MAX
+
+
+def recordable_name(viewer: Viewer) -> str | None:
+    """The name a host's user the service has no row of is recorded by, or None when it
+    cannot be: none, empty (its author address would be ``/user//``) or holding a NUL (no
+    text column stores one)."""
+    name = viewer.username
+    return name if name and "\x00" not in name else None
+
+
 def ensure_user(conn: Connection, viewer: Viewer) -> None:
     """Record a host's user on their first write (never changing an existing row)."""
     if conn.execute(sql.USER_EXISTS, {"id": viewer.id}).first() is not None:
         return
-    if viewer.username is None:
+    name = recordable_name(viewer)
+    if name is None:
         raise PermissionDenied(UNKNOWN_ACCOUNT)
     conn.execute(sql.ADD_USER_IF_MISSING,
-                 {"id": viewer.id, "username": viewer.username, "avatar": viewer.avatar})
+                 {"id": viewer.id, "username": name, "avatar": viewer.avatar})
 
 
 class UnknownUser(LookupError):

@@ -10,7 +10,7 @@ from flask import Request, current_app
 from commentsvc.settings import Settings
 from commentsvc.storage.engine import get_engine
 from commentsvc.web import auth, browser_session, idempotency, known_keys
-from commentsvc.web.exceptions import APIError, NotAuthenticated
+from commentsvc.web.exceptions import APIError, NotAuthenticated, PermissionDenied
 from commentsvc.web.request_body import FORM_TYPES
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ def signed_in(req: Request, settings: Settings, browser_sign_in: bool,
     viewer = viewer_of(req, settings, browser_sign_in, known)
     if viewer is None:
         raise NotAuthenticated(headers={"WWW-Authenticate": auth.CHALLENGE})
+    if not auth.storable_id(viewer):  # a host's user whose id no row holds
+        raise PermissionDenied(auth.UNKNOWN_ACCOUNT)
     return viewer
 
 

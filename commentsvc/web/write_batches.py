@@ -228,11 +228,12 @@ def _write_posts(conn: Connection, service: CommentService, posts: dict[int, Pos
             continue
         if viewer.id in facts.authors:
             continue
-        if viewer.username is None:
+        name = auth.recordable_name(viewer)
+        if name is None:
             outcomes[i] = PermissionDenied(auth.UNKNOWN_ACCOUNT)
             continue
         auth.ensure_user(conn, viewer)  # a host's user, on their first write
-        facts.authors[viewer.id] = posting.Author(viewer.username, viewer.avatar)
+        facts.authors[viewer.id] = posting.Author(name, viewer.avatar)
     waiting = [i for i in waiting if outcomes[i] is None]
     checked = posting.check_batch(facts, [news[i] for i in waiting],
                                   settings.target_exists)
