@@ -232,6 +232,43 @@ def test_a_server_that_stops_answering_while_a_reader_prepares_costs_one_deadlin
     assert reader.uses_prepared
 
 
+def test_a_host_sites_own_queries_on_a_shared_engine_keep_no_deadline(postgres_url,
+                                                                       monkeypatch):
+    """Mounted on the site's own engine, the service's deadline holds for its requests
+    alone: the site's slower query is answered, before and after a service request that
+    the deadline ends (in the same thread), and the service still answers 503 in time."""
+    from flask import Flask
+    from flask_sqlalchemy import SQLAlchemy
+
+    from commentsvc import comments_api
+
+    make_app(postgres_url)  # a fresh schema of the service's tables
+    site = Flask("site_sharing_its_engine")
+    site.config.update(SQLALCHEMY_DATABASE_URI=postgres_url, COMMENTSVC_RESPONSE_CACHE_MB=0,
+                       COMMENTSVC_DB_RESPONSE_TIMEOUT=0.5, COMMENTSVC_DB_FAIL_FAST_SECONDS=1)
+    db_ext = SQLAlchemy()
+    db_ext.init_app(site)
+
+    @site.get("/report")
+    def report():
+        return str(db_ext.session.execute(sa.text("SELECT pg_sleep(0.8), 7")).one()[1])
+
+    site.register_blueprint(comments_api, url_prefix="/community")
+    client = site.test_client()
+    try:
+        assert client.get("/community/api/comments/").status_code == 200
+        assert client.get("/report").data == b"7"  # 0.8 s: longer than the deadline
+        slow_page_reads(monkeypatch, 2)
+        started = time.monotonic()
+        assert_error(client.get("/community/api/comments/?page_size=3"), 503, UNAVAILABLE)
+        assert time.monotonic() - started < 1.5
+        monkeypatch.undo()
+        assert client.get("/report").data == b"7"  # the next request is the site's again
+    finally:
+        with site.app_context():
+            db_ext.engine.dispose()
+
+
 def test_a_hung_connect_is_503_and_opens_the_fail_fast_window(postgres_url):
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

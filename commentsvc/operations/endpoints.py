@@ -16,8 +16,10 @@ from flask import Blueprint, Flask, Response, current_app
 from flask.blueprints import BlueprintSetupState
 
 from commentsvc.operations import health, metrics, request_log
+from commentsvc.web.on_duty import serve_on_duty
 
 ops_api = Blueprint("commentsvc_ops", __name__)
+serve_on_duty(ops_api)  # /readyz reads the database: with the service's deadline
 
 
 def metrics_view() -> Response:

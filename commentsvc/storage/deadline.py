@@ -18,7 +18,8 @@ request found the database hung, see ``give_up_waits``); a connection being open
 waits at most the ``connect_timeout`` of its DSN, as libpq itself would (with a callback
 set psycopg2 opens connections asynchronously, where libpq applies no connect_timeout);
 any other connection waits as long as it takes, as without the callback. While a callback
-is set psycopg2 refuses COPY, so COPY runs inside ``suspended()``.
+is set psycopg2 refuses COPY, so COPY runs inside ``suspended()``. On an engine the
+service shares with a host site, only the service's own work (``duty``) has the deadline.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from time import monotonic
 from typing import cast
 
@@ -56,12 +58,27 @@ class DatabaseNoAnswer(psycopg2.OperationalError):
 
 class _Group:
     """The connections of one watched engine: their limit, the writers' lock allowance,
-    and since when waits begun earlier are given up (``give_up_waits``)."""
+    since when waits begun earlier are given up (``give_up_waits``), and whether a host
+    site uses the engine too (``shared``: then only the service's own work waits with the
+    limit, ``duty``)."""
 
-    def __init__(self, seconds: float, lock_wait_seconds: float):
+    def __init__(self, seconds: float, lock_wait_seconds: float, shared: bool = False):
         self.seconds = seconds
         self.lock_wait_seconds = lock_wait_seconds
+        self.shared = shared
         self.given_up_at = 0.0
+
+
+# Whether what this thread (or context) does now is the service's own work: a request to
+# one of its blueprints, or a thread of its own. Set by ``duty``; read for shared engines.
+_on_duty: ContextVar[bool] = ContextVar("commentsvc_on_duty", default=False)
+
+
+def duty(on: bool = True) -> None:
+    """Say whether what this thread does from now on is the service's work: on an engine it
+    shares with a host site, only that waits with the deadline; the host's own queries
+    wait as they would without the service."""
+    _on_duty.set(on)
 
 
 def give_up_waits(engine: Engine) -> None:
@@ -73,16 +90,19 @@ def give_up_waits(engine: Engine) -> None:
         group.given_up_at = monotonic()
 
 
-def watch(engine: Engine, seconds: float, lock_wait_seconds: float = 0) -> None:
+def watch(engine: Engine, seconds: float, lock_wait_seconds: float = 0,
+          shared: bool = False) -> None:
     """Give every connection ``engine`` opens a deadline of ``seconds`` per answer; the
-    writers' lock may take ``lock_wait_seconds`` more. 0 seconds (or not psycopg2) leaves
-    the engine as it is. Safe to call again."""
+    writers' lock may take ``lock_wait_seconds`` more. ``shared``: a host site's engine,
+    whose connections keep the deadline for the service's work alone (``duty``). 0
+    seconds (or not psycopg2) leaves the engine as it is. Safe to call again (the first
+    call decides)."""
     if not seconds or engine.dialect.driver != "psycopg2" or engine in _engines:
         return
     with _watch_lock:  # two first requests of a host's app may both get here
         if engine in _engines:
             return
-        group = _Group(float(seconds), float(lock_wait_seconds))
+        group = _Group(float(seconds), float(lock_wait_seconds), shared)
         _listen(engine, group)
         install()
         engine.dispose()  # connections made before get the limit on reconnect
@@ -154,12 +174,16 @@ def suspended() -> Iterator[None]:
 
 def limit_for(connection: extensions.connection) -> tuple[float | None, _Group | None]:
     """Seconds ``connection`` may wait for one answer now (None: as long as it takes), and
-    its engine's group (None: not a watched engine's)."""
+    its engine's group (None: not a watched engine's, or a host's own work on a shared
+    one)."""
     if connection.status == extensions.STATUS_SETUP:
         found = _CONNECT_TIMEOUT.search(connection.dsn or "")
         seconds = float(found.group(1)) if found and int(found.group(1)) > 0 else None
         return seconds, None
-    return _limits.get(connection, (None, None))
+    limited = _limits.get(connection)
+    if limited is None or (limited[1].shared and not _on_duty.get()):
+        return None, None
+    return limited
 
 
 def wait(connection: extensions.connection) -> None:

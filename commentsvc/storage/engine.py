@@ -61,7 +61,8 @@ def configured_engine() -> Engine:
         with _setting_up:
             if engine not in _served:
                 prepare_engine(engine)
-                protect(engine, current_app.extensions["commentsvc"].settings)
+                # A host's engine (the standalone app protected its own when it made it)
+                protect(engine, current_app.extensions["commentsvc"].settings, shared=True)
                 _served.add(engine)
     return engine
 
@@ -75,12 +76,13 @@ def usable(engine: Engine) -> Engine:
     return engine
 
 
-def protect(engine: Engine, settings: Settings) -> None:
-    """Give the primary engine its wait deadline (storage.deadline), its outage log and
-    fail-fast window (storage.outage), from the app's settings, and its pool the end of
-    transactions psycopg2 lost sight of (storage.unseen_transactions). Safe to call again."""
+def protect(engine: Engine, settings: Settings, shared: bool = False) -> None:
+    """Give the primary engine its wait deadline (storage.deadline; ``shared``: a host
+    site's engine, where it is the service's work's alone), its outage log and fail-fast
+    window (storage.outage), from the app's settings, and its pool the end of transactions
+    psycopg2 lost sight of (storage.unseen_transactions). Safe to call again."""
     deadline.watch(engine, settings.db_response_timeout,
-                   (settings.lock_timeout_ms or settings.statement_timeout_ms) / 1000)
+                   (settings.lock_timeout_ms or settings.statement_timeout_ms) / 1000, shared)
     outage.watch(engine, settings.db_fail_fast_seconds)
     unseen_transactions.watch(engine)
 

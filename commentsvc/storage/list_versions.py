@@ -40,7 +40,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from commentsvc.storage import node_writes
+from commentsvc.storage import deadline, node_writes
 from commentsvc.storage.queries.list_versions import LISTEN, NAME_LISTENER, TRIGGERS_ENABLED
 from commentsvc.storage.store import ListState
 
@@ -248,6 +248,7 @@ def _disposed(versions: weakref.ref[ListVersions], _engine: Engine) -> None:
 
 def _listen(versions: weakref.ref[ListVersions], stopped: threading.Event) -> None:
     """The listener thread, which ends when it is stopped or its ListVersions is gone."""
+    deadline.duty()  # the service's own thread: its waits keep the deadline
     while True:
         found = versions()
         if found is None or not found._look(stopped):  # noqa: SLF001 - its own thread

@@ -14,10 +14,12 @@ from flask.blueprints import BlueprintSetupState
 from werkzeug.exceptions import default_exceptions
 from werkzeug.routing import BaseConverter
 
-from commentsvc.operations import cli, event_commands, request_log, startup
+from commentsvc.operations import request_log
+from commentsvc.operations.commands import every_command
 from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.web import openapi
 from commentsvc.web.errors import install_error_handler, to_response
+from commentsvc.web.on_duty import serve_on_duty
 from commentsvc.web.responses import NOSNIFF
 from commentsvc.web.views import CommentDetailView, CommentFeedView, CommentListView
 
@@ -62,6 +64,7 @@ def _register_converter(state: BlueprintSetupState) -> None:
 comments_api = _Blueprint("commentsvc", __name__, cli_group=None, template_folder="templates",
                          static_folder="static", static_url_path="/api/static")
 comments_api.record(_register_converter)
+serve_on_duty(comments_api)  # the engine's answer deadline, where a host shares it
 
 comments_api.add_url_rule(
     "/api/comments/",
@@ -86,9 +89,8 @@ comments_api.register_error_handler(Exception, to_response)
 # own not found, say), so its views' errors stay JSON whatever pages the host has.
 for code in default_exceptions:
     comments_api.register_error_handler(code, to_response)
-for command in (*cli.COMMANDS, *event_commands.COMMANDS):
-    # A database that cannot be reached is one line naming the fix (commentsvc.operations.startup).
-    comments_api.cli.add_command(startup.report_problems(command))
+for command in every_command():
+    comments_api.cli.add_command(command)
 
 
 def scope_to_prefix(app: Flask, url_prefix: str | None) -> None:
