@@ -73,9 +73,9 @@ def test_a_hosts_engine_is_used_only_once_it_is_set_up(tmp_path, monkeypatch):
     protect = db.protect
     hook = once(lambda: threads.append(meanwhile(second_request)))
 
-    def protect_meanwhile(engine, options):
+    def protect_meanwhile(engine, options, **kwargs):
         hook()
-        protect(engine, options)
+        protect(engine, options, **kwargs)
 
     monkeypatch.setattr(db, "protect", protect_meanwhile)
     with host.app_context():
