@@ -3,7 +3,7 @@ count that stays the same from run to run whatever else the machine is doing, wh
 times on a shared machine move by a tenth or more.
 
     DATABASE_URL=postgresql://... python bench/instructions.py [--requests 300]
-        [--token KEY] [--before DIR] [--json FILE]
+        [--token KEY] [--before DIR] [--json FILE] [--only TEXT]
 
 Each case (the service's page 1 with its response cache on, and off, random pages of the
 whole site's list with the cache on (the same pages each run), and given
@@ -90,9 +90,10 @@ def cases(token: str, yardsticks: bool = False) -> dict[str, tuple[str, str]]:
 
 
 def per_request(root: Path, requests: int, token: str = "", yardsticks: bool = False,
-                counter: Callable[..., int] = count) -> dict[str, float]:
-    """Each case's instructions a request, for checkout ``root`` (two runs at a time)."""
-    measured = cases(token, yardsticks)
+                counter: Callable[..., int] = count, only: str = "") -> dict[str, float]:
+    """Each case's instructions a request, for checkout ``root`` (two runs at a time);
+    only the cases whose name holds ``only``."""
+    measured = {case: run for case, run in cases(token, yardsticks).items() if only in case}
     runs = {(case, n): (root, mode, WARM_UP + n, key)
             for case, (mode, key) in measured.items() for n in (0, requests)}
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -111,6 +112,8 @@ def main() -> int:
                              "counter read or the page read (this checkout only)")
     parser.add_argument("--before", type=Path, help="another checkout, counted first")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--only", default="",
+                        help="count only the cases whose name holds this text (post)")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL"):
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
@@ -121,13 +124,13 @@ def main() -> int:
     checkouts = {"after": ROOT} if args.before is None else {
         "before": args.before.resolve(), "after": ROOT}
     report = {label: per_request(root, args.requests, args.token,
-                                 args.bare and label == "after")
+                                 args.bare and label == "after", only=args.only)
               for label, root in checkouts.items()}
     for label, cases in report.items():
         for case, instructions in cases.items():
             print(f"{label:<7} {case:<20} {instructions / 1e6:7.3f} million instructions "
                   "a request")
-    if args.bare:
+    if args.bare and not args.only:
         for case in (*CASES, SIGNED_IN) if args.token else CASES:
             print(f"after, {case} / bare Flask view: "
                   f"{report['after'][case] / report['after']['bare Flask view']:.2f}")

@@ -186,6 +186,10 @@ def test_instructions_a_request_are_the_difference_of_two_counts_over_the_reques
         "page 1, cache on": 2_000, "page 1, cache off": 3_000,
         "random pages, cache on": 2_800, "bare Flask view": 500,
         "bare view + counter read": 800, "bare view + page read": 1_200}
+    runs.clear()
+    assert instructions.per_request(Path("."), 100, "key", counter=counter, only="post") == {
+        "post, signed in": 4_500}
+    assert sorted(runs) == [("post", warm, "key"), ("post", warm + 100, "key")]
 
 
 def test_the_in_process_poster_posts_a_new_comment_each_call(app, community):

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 from sqlalchemy.engine import Connection, Engine
 
+from commentsvc.storage import driver_cursor
 from commentsvc.storage.queries import bulk_lock as q
 from commentsvc.web.exceptions import APIError
 
@@ -44,7 +45,7 @@ def take_postgresql(conn: Connection, positions_lock: int, bulk: bool) -> bool:
     if bulk:
         conn.execute(q.BULK_WRITER, params)
         return True
-    return bool(conn.exec_driver_sql(q.WRITER, params).scalar())
+    return bool(driver_cursor.rows(conn, q.WRITER, params)[0][0])
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
+from commentsvc.storage import driver_cursor
 from commentsvc.storage.queries.prepared import Prepared
 
 # SQLSTATE of "prepared statement ... does not exist".
@@ -39,19 +40,18 @@ def gone(exc: DBAPIError) -> bool:
 
 
 def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[Any]:
-    """``statement`` with ``params`` on ``conn`` (in its transaction); its rows, if any."""
+    """``statement`` with ``params`` on ``conn`` (in its transaction), on the driver's
+    cursor (storage.driver_cursor); its rows as tuples, if any."""
     prepared: set[str] = conn.connection.info.setdefault(_PREPARED_KEY, set())
     try:
         if _Switch.enabled and statement.name not in prepared:
-            conn.exec_driver_sql(statement.prepare)
+            driver_cursor.rows(conn, statement.prepare)
             prepared.add(statement.name)
         if _Switch.enabled:
-            result = conn.exec_driver_sql(statement.execute, statement.values(params))
-        else:
-            result = conn.exec_driver_sql(statement.plain, params)
+            return driver_cursor.rows(conn, statement.execute, statement.values(params))
+        return driver_cursor.rows(conn, statement.plain, params)
     except DBAPIError as exc:
         if gone(exc):
             _Switch.enabled = False
             prepared.clear()
         raise
-    return list(result.all()) if result.returns_rows else []

@@ -13,7 +13,7 @@ BULK_WRITER = text("""
 # Any other writer: the flag shared, without waiting; only if that was granted, the
 # writers' lock (CASE evaluates its branch only when needed). False: a bulk writer has it.
 # In the driver's own form (psycopg2's named parameters): every batch of writes runs it,
-# and sent as it is it skips SQLAlchemy's compiling and result set-up.
+# on the driver's cursor (storage.driver_cursor), past SQLAlchemy's execution.
 WRITER = """
     SELECT CASE WHEN pg_try_advisory_xact_lock_shared(%(flag)s)
                 THEN pg_advisory_xact_lock(%(positions)s) IS NOT NULL
