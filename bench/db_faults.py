@@ -13,6 +13,7 @@ freezes all traffic, while four clients post. Afterwards: how soon a post succee
 and whether any backend is left idle in a transaction.
 
     python bench/db_faults.py hung               # the figures, as JSON
+    python bench/db_faults.py hung --clients 10  # more clients than a worker's threads
     python bench/db_faults.py flaky
     python bench/db_faults.py hung --args="--worker-class sync"   # compare a gunicorn set-up
 
@@ -229,11 +230,13 @@ def main() -> int:
     parser.add_argument("--stopped", type=float, default=10,
                         help="seconds the cluster stays stopped (hung)")
     parser.add_argument("--args", default="", help="more gunicorn options")
+    parser.add_argument("--clients", type=int, default=4,
+                        help="load client threads besides the /healthz poller (hung)")
     options = parser.parse_args()
     args = tuple(shlex.split(options.args))
     with PgCluster() as cluster:
         database = cluster.create_database(options.scenario)
-        run = (hung(cluster, database, options.stopped, args=args)
+        run = (hung(cluster, database, options.stopped, threads=options.clients, args=args)
                if options.scenario == "hung" else flaky(cluster, database, args=args))
     print(json.dumps(run.figures, indent=2))
     return 0

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from commentsvc.storage import engine, store
+from commentsvc.storage import engine, outage, store
 from conftest import Community, insert_records, make_app, terminate_backends
 from helpers import assert_error, newest_first
 from tcp_proxy import TcpProxy
@@ -117,3 +120,52 @@ def test_signing_in_replaces_a_pooled_connection_the_server_dropped(pg_app):
     posted = client.post("/api/comments/", headers=people.auth("carol"), json={
         "content_type": "comics.comicpage", "object_id": 10, "body": "after a restart"})
     assert posted.status_code == 201, posted.get_json()
+
+
+def _in_thread(function):
+    """What ``function`` returns or raises, called in a thread of its own."""
+    found = []
+
+    def run():
+        try:
+            found.append(function())
+        except Exception as exc:  # the test looks at it
+            found.append(exc)
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    return found[0]
+
+
+def test_after_the_fail_fast_window_one_request_tries_the_database_for_all():
+    """A hung database opens the window; after it one thread at a time (the probe) may try
+    the database while the others are still refused at once; a statement answered lets
+    everyone try, the probe's deadline passing opens the next window."""
+    log = outage.Outage("db", fail_fast_seconds=0.2, probe_seconds=30)
+    log.failed("no answer", hung=True)
+    with pytest.raises(outage.FailingFast):
+        log.check()  # inside the window: refused
+    time.sleep(0.25)
+    log.check()  # the probe
+    log.check()  # the probe's next statement
+    assert isinstance(_in_thread(log.check), outage.FailingFast)
+    log.failed("no answer again", hung=True)  # the probe's deadline passed
+    with pytest.raises(outage.FailingFast):
+        log.check()
+    time.sleep(0.25)
+    assert _in_thread(log.check) is None  # another thread probes this time
+    with pytest.raises(outage.FailingFast):
+        log.check()
+    log.answered()
+    log.check()
+    assert _in_thread(log.check) is None
+
+
+def test_a_probe_that_never_reports_gives_its_turn_up():
+    log = outage.Outage("db", fail_fast_seconds=0.1, probe_seconds=0.3)
+    log.failed("no answer", hung=True)
+    time.sleep(0.15)
+    log.check()  # the probe, whose request then needs no statement
+    assert isinstance(_in_thread(log.check), outage.FailingFast)
+    time.sleep(0.35)
+    assert _in_thread(log.check) is None

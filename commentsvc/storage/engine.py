@@ -83,7 +83,8 @@ def protect(engine: Engine, settings: Settings, shared: bool = False) -> None:
     psycopg2 lost sight of (storage.unseen_transactions). Safe to call again."""
     deadline.watch(engine, settings.db_response_timeout,
                    (settings.lock_timeout_ms or settings.statement_timeout_ms) / 1000, shared)
-    outage.watch(engine, settings.db_fail_fast_seconds)
+    outage.watch(engine, settings.db_fail_fast_seconds,
+                 settings.db_response_timeout + settings.db_connect_timeout)
     unseen_transactions.watch(engine)
 
 

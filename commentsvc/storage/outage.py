@@ -51,21 +51,45 @@ def answered_unavailable() -> None:
 
 
 class Outage:
-    """One engine's state: since when it is away, and until when requests fail fast."""
+    """One engine's state: since when it is away, and until when requests fail fast.
 
-    def __init__(self, name: str, fail_fast_seconds: float):
+    After a deadline passed, requests are refused at once for ``fail_fast_seconds`` (the
+    window). Then one request at a time tries the database again (the probe), while the
+    others are still refused at once, until a statement is answered (which closes the
+    window) or the probe's own deadline passes (which opens the next one): otherwise every
+    thread of a worker would wait out a deadline again at the end of each window, and a
+    request that needs no database (``/healthz``) would queue behind them. A probe that
+    says nothing within ``probe_seconds`` (its deadline and a connect timeout) gives its
+    turn to the next request.
+    """
+
+    def __init__(self, name: str, fail_fast_seconds: float, probe_seconds: float = 0):
         self.name = name
         self.fail_fast_seconds = fail_fast_seconds
+        self.probe_seconds = probe_seconds or fail_fast_seconds
         self.down_since: float | None = None
         self.last_failure = 0.0
         self.fail_fast_until = 0.0
+        self._probe: int | None = None  # the probing thread
+        self._probe_until = 0.0
         self._refused_before = 0
         self._lock = threading.Lock()
 
     def check(self) -> None:
-        """Raise FailingFast inside the window after a deadline passed."""
-        if self.fail_fast_until and monotonic() < self.fail_fast_until:
+        """Raise FailingFast inside the window after a deadline passed, and after it for
+        every thread but the probe's (the class's docstring)."""
+        if not self.fail_fast_until:
+            return
+        now = monotonic()
+        if now < self.fail_fast_until:
             raise FailingFast()
+        me = threading.get_ident()
+        with self._lock:
+            if not self.fail_fast_until:  # a statement was answered meanwhile
+                return
+            if self._probe not in (None, me) and now < self._probe_until:
+                raise FailingFast()
+            self._probe, self._probe_until = me, now + self.probe_seconds
 
     def failed(self, reason: str, hung: bool) -> None:
         """The database is unreachable; log it if that is news. ``hung``: it did not answer
@@ -74,6 +98,7 @@ class Outage:
             now = monotonic()
             if hung and self.fail_fast_seconds:
                 self.fail_fast_until = now + self.fail_fast_seconds
+                self._probe = None
             self.last_failure = now
             if self.down_since is not None:
                 return
@@ -85,18 +110,18 @@ class Outage:
         """A statement succeeded: if the database was away and has not failed since
         SETTLE_SECONDS, it is back."""
         with self._lock:
+            self.fail_fast_until, self._probe = 0.0, None  # it answers: let requests try
             now = monotonic()
             if self.down_since is None or now - self.last_failure < SETTLE_SECONDS:
                 return
             seconds = now - self.down_since
             refused = _refused - self._refused_before
             self.down_since = None
-            self.fail_fast_until = 0.0
         log.warning("database back (%s) after %.1f s, %d requests answered 503",
                     self.name, seconds, refused)
 
 
-def watch(engine: Engine, fail_fast_seconds: float) -> Outage:
+def watch(engine: Engine, fail_fast_seconds: float, probe_seconds: float = 0) -> Outage:
     """Follow ``engine``'s outages (safe to call again); its Outage."""
     found = _outages.get(engine)
     if found is not None:
@@ -105,7 +130,8 @@ def watch(engine: Engine, fail_fast_seconds: float) -> Outage:
         found = _outages.get(engine)
         if found is not None:
             return found
-        outage = Outage(engine.url.render_as_string(hide_password=True), fail_fast_seconds)
+        outage = Outage(engine.url.render_as_string(hide_password=True), fail_fast_seconds,
+                        probe_seconds)
         _listen(engine, outage)
         _outages[engine] = outage  # published with its listeners in place
     return outage
