@@ -49,6 +49,10 @@ def test_a_lost_connection_is_invalidated_and_the_outage_logged_then_ended(pg_ap
             with pytest.raises(sa.exc.OperationalError) as lost:
                 driver_cursor.rows(conn, "SELECT 1")
             assert lost.value.connection_invalidated and conn.invalidated
+            with pytest.raises(sa.exc.PendingRollbackError):  # as SQLAlchemy's execute
+                driver_cursor.rows(conn, "SELECT 1")
+            with pytest.raises(sa.exc.PendingRollbackError):
+                conn.exec_driver_sql("SELECT 1")
         assert log.down_since is not None  # handle_error heard of it
         with engine.connect() as conn, conn.begin():
             assert driver_cursor.rows(conn, "SELECT 3") == [(3,)]

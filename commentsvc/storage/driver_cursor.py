@@ -25,9 +25,11 @@ def rows(conn: Connection, statement: str, params: Any = None) -> list[tuple[Any
     which must have begun; its rows as tuples, or [] for a statement that returns none."""
     if not conn.in_transaction():
         raise RuntimeError("a statement on the driver's cursor needs a transaction begun")
+    # SQLAlchemy's own refusals (a connection invalidated earlier) come as they are
+    dbapi_connection = conn.connection.dbapi_connection
     cursor = None
     try:
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor = dbapi_connection.cursor()  # type: ignore[union-attr]
         cursor.execute(statement, params)
         found = cursor.fetchall() if cursor.description is not None else []
     except BaseException as exc:
