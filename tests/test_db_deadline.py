@@ -311,3 +311,50 @@ def test_commands_wait_as_long_as_they_need(postgres_url, monkeypatch):
                 conn.execute(sa.text("SELECT pg_sleep(0.5)"))
     finally:
         engine_of(app).dispose()
+
+
+def test_a_new_connections_first_statements_wait_with_the_deadline_too(postgres_url):
+    """SQLAlchemy's own statements on a process's first connection (the dialect's set-up:
+    its version and hstore look-ups, run by listeners of the connect event made with the
+    engine) wait with the deadline like any other: a server that stops answering then
+    cost a worker the whole stop (an attacker's finding). A listener made before the
+    deadline's stands in for them here, its statement slower than the deadline."""
+    engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)
+    slept = []
+
+    @sa.event.listens_for(engine, "connect")
+    def _set_up(dbapi_connection, _record):
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(1.5)")
+        slept.append(True)
+
+    deadline.watch(engine, 0.3)
+    try:
+        started = time.monotonic()
+        with pytest.raises(sa.exc.OperationalError) as hung:
+            engine.connect().close()
+        assert isinstance(hung.value.orig, deadline.DatabaseNoAnswer)
+        assert time.monotonic() - started < 1.2 and not slept
+    finally:
+        engine.dispose()
+
+
+def test_a_connection_opened_in_the_fail_fast_window_is_refused_at_once(postgres_url):
+    """Threads queued behind a process's first connection, whose set-up SQLAlchemy runs one
+    thread at a time, open theirs after the first met a hung server: each is refused like
+    a request in the window, not left to wait out a deadline of its own in turn; after the
+    window the probe's thread connects."""
+    engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)
+    log = outage.watch(engine, 0.3, 5)
+    try:
+        log.failed("the first connection's set-up was not answered", hung=True)
+        started = time.monotonic()
+        with pytest.raises(outage.FailingFast):
+            engine.connect()
+        assert time.monotonic() - started < 0.25
+        time.sleep(0.35)
+        with engine.connect() as conn:  # this thread is the probe now
+            assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+        engine.connect().close()  # answered: the window is closed for everyone
+    finally:
+        engine.dispose()

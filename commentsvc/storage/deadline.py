@@ -110,9 +110,12 @@ def watch(engine: Engine, seconds: float, lock_wait_seconds: float = 0,
 
 
 def _listen(engine: Engine, group: _Group) -> None:
-    """Give ``group``'s limit to every connection of ``engine``."""
+    """Give ``group``'s limit to every connection of ``engine``, before any other listener
+    of its opening runs a statement on it (``insert``: SQLAlchemy's own, made with the
+    engine, ask the server its version and hstore types on a process's first
+    connection)."""
 
-    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "connect", insert=True)
     def _limit_new(dbapi_connection: extensions.connection,
                    _record: ConnectionPoolEntry) -> None:
         _limits[dbapi_connection] = (group.seconds, group)

@@ -14,10 +14,12 @@ import logging
 import threading
 import weakref
 from time import monotonic
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, ExceptionContext
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from commentsvc.storage import deadline
 from commentsvc.storage.deadline import DatabaseNoAnswer
@@ -138,7 +140,21 @@ def watch(engine: Engine, fail_fast_seconds: float, probe_seconds: float = 0) ->
 
 
 def _listen(engine: Engine, outage: Outage) -> None:
-    """Feed ``outage`` with what ``engine``'s statements meet."""
+    """Feed ``outage`` with what ``engine``'s statements meet, and refuse a new connection
+    in its fail-fast window."""
+
+    @event.listens_for(engine, "connect", insert=True)
+    def _refuse_while_failing_fast(dbapi_connection: Any,
+                                   _record: ConnectionPoolEntry) -> None:
+        # SQLAlchemy sets up a process's first connections one thread at a time; when the
+        # first one's set-up met a hung server, the threads queued behind it would each
+        # wait out a deadline of their own in turn, past the window their requests began
+        # before. Refused like a request in the window instead (the probe's passes).
+        try:
+            outage.check()
+        except FailingFast:
+            dbapi_connection.close()
+            raise
 
     @event.listens_for(engine, "handle_error")
     def _failed(context: ExceptionContext) -> None:
