@@ -236,7 +236,8 @@ def test_a_host_sites_own_queries_on_a_shared_engine_keep_no_deadline(postgres_u
                                                                        monkeypatch):
     """Mounted on the site's own engine, the service's deadline holds for its requests
     alone: the site's slower query is answered, before and after a service request that
-    the deadline ends (in the same thread), and the service still answers 503 in time."""
+    the deadline ends (in the same thread), and the service still answers 503 in time;
+    the site opens connections in the service's fail-fast window too."""
     from flask import Flask
     from flask_sqlalchemy import SQLAlchemy
 
@@ -264,6 +265,11 @@ def test_a_host_sites_own_queries_on_a_shared_engine_keep_no_deadline(postgres_u
         assert time.monotonic() - started < 1.5
         monkeypatch.undo()
         assert client.get("/report").data == b"7"  # the next request is the site's again
+        with site.app_context():
+            db_ext.engine.dispose()
+            outage.outage_of(db_ext.engine).failed("a test's hung database", hung=True)
+        assert_error(client.get("/community/api/comments/"), 503, UNAVAILABLE)  # the window
+        assert client.get("/report").data == b"7"  # the site opens a connection in it
     finally:
         with site.app_context():
             db_ext.engine.dispose()
@@ -345,6 +351,7 @@ def test_a_connection_opened_in_the_fail_fast_window_is_refused_at_once(postgres
     a request in the window, not left to wait out a deadline of its own in turn; after the
     window the probe's thread connects."""
     engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)
+    deadline.watch(engine, 4)
     log = outage.watch(engine, 0.3, 5)
     try:
         log.failed("the first connection's set-up was not answered", hung=True)

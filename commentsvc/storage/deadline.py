@@ -175,6 +175,14 @@ def suspended() -> Iterator[None]:
         extensions.set_wait_callback(callback)
 
 
+def guards(engine: Engine) -> bool:
+    """Whether ``engine``'s deadline holds for what this thread does now: on a watched
+    engine, always, but on one shared with a host site only for the service's own work
+    (``duty``)."""
+    group = _engines.get(engine)
+    return group is not None and (not group.shared or _on_duty.get())
+
+
 def limit_for(connection: extensions.connection) -> tuple[float | None, _Group | None]:
     """Seconds ``connection`` may wait for one answer now (None: as long as it takes), and
     its engine's group (None: not a watched engine's, or a host's own work on a shared

@@ -149,7 +149,10 @@ def _listen(engine: Engine, outage: Outage) -> None:
         # SQLAlchemy sets up a process's first connections one thread at a time; when the
         # first one's set-up met a hung server, the threads queued behind it would each
         # wait out a deadline of their own in turn, past the window their requests began
-        # before. Refused like a request in the window instead (the probe's passes).
+        # before. Refused like a request in the window instead (the probe's passes); on
+        # an engine shared with a host site, for the service's own work alone.
+        if not deadline.guards(engine):
+            return
         try:
             outage.check()
         except FailingFast:
