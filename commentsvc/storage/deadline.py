@@ -68,6 +68,10 @@ class _Group:
         self.shared = shared
         self.given_up_at = 0.0
 
+    def holds_now(self) -> bool:
+        """Whether the limit holds for what this thread does now (``duty``)."""
+        return not self.shared or _on_duty.get()
+
 
 # Whether what this thread (or context) does now is the service's own work: a request to
 # one of its blueprints, or a thread of its own. Set by ``duty``; read for shared engines.
@@ -180,7 +184,7 @@ def guards(engine: Engine) -> bool:
     engine, always, but on one shared with a host site only for the service's own work
     (``duty``)."""
     group = _engines.get(engine)
-    return group is not None and (not group.shared or _on_duty.get())
+    return group is not None and group.holds_now()
 
 
 def limit_for(connection: extensions.connection) -> tuple[float | None, _Group | None]:
@@ -192,7 +196,7 @@ def limit_for(connection: extensions.connection) -> tuple[float | None, _Group |
         seconds = float(found.group(1)) if found and int(found.group(1)) > 0 else None
         return seconds, None
     limited = _limits.get(connection)
-    if limited is None or (limited[1].shared and not _on_duty.get()):
+    if limited is None or not limited[1].holds_now():
         return None, None
     return limited
 
