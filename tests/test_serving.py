@@ -236,7 +236,7 @@ def gunicorns(served: Serve) -> dict[str, list[int]]:
     for pid in stack_pids(served):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # exited meanwhile (a reload)
             continue
         binds = [arg.decode() for arg in command if arg.startswith(b"unix:")]
         if b"gunicorn" in command and binds:
@@ -262,9 +262,13 @@ def test_without_write_workers_one_gunicorn_takes_everything(serve_url):
         assert served.stop(signal.SIGTERM) == 0
 
 
-def parent_of(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[1])
+def parent_of(pid: int) -> int | None:
+    """``pid``'s parent; None once it has exited (a reload replaces workers meanwhile)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 def test_a_post_through_the_stack_is_written_and_read_back(serve_url):
@@ -339,7 +343,7 @@ def test_when_the_writers_gunicorn_dies_the_launcher_stops_the_rest_and_exits_1(
 def pool_workers(served: Serve) -> set[int]:
     """The worker processes of every gunicorn of the stack (not their masters)."""
     pids = [pid for pool in gunicorns(served).values() for pid in pool]
-    return {pid for pid in pids if parent_of(pid) != served.pid}
+    return {pid for pid in pids if parent_of(pid) not in (served.pid, None)}
 
 
 def test_a_reload_behind_the_front_drops_no_request(serve_url):
