@@ -1,5 +1,5 @@
-# make run: serve demo data on http://127.0.0.1:8000/  ·  make test: the whole suite, with
-# coverage  ·  make lint: ruff and mypy
+# make run: serve demo data on http://127.0.0.1:8000/api/comments/  ·  make test: the whole
+# suite, with coverage  ·  make lint: ruff and mypy
 # make serve: the same behind nginx, as in production (README: Production)
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,7 +23,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 install: $(BIN)/.installed
 
 run: install
-	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make run"
+	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT={next} make run"
 	$(BIN)/flask --app app init-db
 	$(BIN)/flask --app app seed --if-empty --comments $(DEMO_COMMENTS) --targets $(DEMO_TARGETS) --seed 1
 	@echo "Serving comments at http://$(HOST):$(PORT)/api/comments/"
@@ -33,7 +33,7 @@ run: install
 # and the writers' own gunicorn on private unix sockets, all stopped together
 # (commentsvc/operations/serving.py).
 serve: install
-	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT=8001 make serve"
+	@$(BIN)/python -m commentsvc.operations.ports --host $(HOST) --port $(PORT) --fix "PORT={next} make serve"
 	$(BIN)/flask --app app init-db
 	$(BIN)/python -m commentsvc.operations.serving --host $(HOST) --port $(PORT) --workers $(WORKERS) --write-workers $(WRITE_WORKERS)
 

@@ -109,7 +109,7 @@ def test_a_taken_port_is_one_line_before_anything_starts():
         taken = subprocess.run(PORTS + ["--port", str(port)],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert_one_line_error(taken, f"Port {port} on 127.0.0.1 is already in use",
-                          "PORT=8001 make run")
+                          f"PORT={port + 1} make run")
     assert taken.stdout == ""
     free = subprocess.run(PORTS + ["--port", str(port)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -129,6 +129,7 @@ def test_make_run_on_a_taken_port_stops_before_serving(tmp_path):
     assert done.returncode == 2
     assert "Serving comments" not in done.stdout
     assert f"Error: Port {port} on 127.0.0.1 is already in use" in done.stderr
+    assert f"choose another port: PORT={port + 1} make run." in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -1,9 +1,9 @@
 """Whether a server could listen on HOST:PORT, asked before saying "Serving ...".
 
-    python -m commentsvc.operations.ports --host 127.0.0.1 --port 8000 --fix "PORT=8001 make run"
+    python -m commentsvc.operations.ports --host 127.0.0.1 --port 8000 --fix "PORT={next} make run"
 
-exits 2 with one line naming the problem and the fix when the port is taken (or the
-address is not this machine's), else 0 silently: `make run` asks it before it prints
+exits 2 with one line naming the problem and the fix (``{next}`` in it: the next port)
+when the port is taken (or the address is not this machine's), else 0 silently: `make run` asks it before it prints
 its URL and starts gunicorn, and `commentsvc serve` before it starts anything.
 """
 
@@ -57,11 +57,12 @@ def check(host: str, port: int, fix: str) -> None:
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--fix", default="PORT=8001 make run", show_default=True,
-              help="How the caller chooses another port, shown in the message.")
+@click.option("--fix", default="PORT={next} make run", show_default=True,
+              help="How the caller chooses another port, shown in the message; {next} "
+                   "stands for the port after --port.")
 def main(host: str, port: int, fix: str) -> None:
     """Exit 2 with one line when HOST:PORT cannot be listened on."""
-    check(host, port, fix)
+    check(host, port, fix.replace("{next}", str(port + 1 if port < 65535 else port - 1)))
 
 
 if __name__ == "__main__":
