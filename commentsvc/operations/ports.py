@@ -3,8 +3,9 @@
     python -m commentsvc.operations.ports --host 127.0.0.1 --port 8000 --fix "PORT={next} make run"
 
 exits 2 with one line naming the problem and the fix (``{next}`` in it: the next port)
-when the port is taken (or the address is not this machine's), else 0 silently: `make run` asks it before it prints
-its URL and starts gunicorn, and `commentsvc serve` before it starts anything.
+when the port is taken (or the address is not this machine's), else 0 silently: `make
+run` asks it before it prints its URL and starts gunicorn, and `commentsvc serve` before
+it starts anything.
 """
 
 from __future__ import annotations
