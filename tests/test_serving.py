@@ -23,7 +23,7 @@ from bench.slow_clients import Serve
 from commentsvc.storage import engine
 from conftest import insert_records, make_app
 from harness.mixed_load import Load, stop_and_verify
-from harness.servers import LIST, Gunicorn, free_port, prepare, request
+from harness.servers import LIST, Gunicorn, free_port, prepare, request, scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = [sys.executable, "-m", "commentsvc.operations.serving"]
@@ -365,6 +365,41 @@ def test_a_reload_behind_the_front_drops_no_request(serve_url):
         time.sleep(2)
         checks = stop_and_verify(load, served.base, serve_url)
     assert checks["201 posts stored once"] > 0
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_the_stack_makes_a_new_databases_tables_before_it_serves(kind, tmp_path):
+    """README, Production: `commentsvc serve` creates missing tables, as make serve does
+    (it ran init-db before the launcher); the launcher alone had served 500s."""
+    require_nginx()
+    if kind == "sqlite":
+        check_new(f"sqlite:///{tmp_path / 'new.sqlite3'}")
+    else:
+        with scratch_database("commentsvc_serve_new") as url:
+            check_new(url)
+
+
+def check_new(url: str) -> None:
+    with Serve(url) as served:
+        assert request(served.base, "GET", "/readyz").status == 200
+        listed = request(served.base, "GET", LIST)
+        assert listed.status == 200, listed.body
+        assert json.loads(listed.body)["results"] == []
+        assert "could not be checked" not in served.output()
+
+
+def test_a_database_it_cannot_reach_does_not_stop_the_start():
+    """A database down when the stack starts (one that boots after it) gets one line, and
+    503s until it answers, rather than a launcher its supervisor must keep restarting."""
+    require_nginx()
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
+    with Serve(url, env={"COMMENTSVC_DB_CONNECT_TIMEOUT": "1"}) as served:
+        listed = request(served.base, "GET", LIST)
+        assert listed.status == 503
+        assert json.loads(listed.body) == {
+            "detail": "The database is unavailable. Try again shortly."}
+        assert "The service's tables could not be checked (init-db exited with status 2)" \
+            in served.output()
 
 
 def test_port_0_is_refused_before_anything_starts():

@@ -15,7 +15,7 @@ import click
 from flask.cli import with_appcontext
 
 from commentsvc.interchange import ndjson
-from commentsvc.operations import load_commands, progress, user_commands
+from commentsvc.operations import health, load_commands, progress, user_commands
 from commentsvc.operations.startup import StartupError
 from commentsvc.storage import engine, erasure, upkeep
 
@@ -24,10 +24,18 @@ from commentsvc.storage import engine, erasure, upkeep
 @with_appcontext
 @click.option("--drop", is_flag=True, help="Drop the service's tables first (loses data).")
 @click.option("--yes", is_flag=True, help="Drop without asking (--drop on no terminal).")
-def init_db_command(drop: bool, yes: bool) -> None:
+@click.option("--if-missing", is_flag=True,
+              help="Only when some of the service's tables are missing (a new database, "
+                   "or a version that adds a table); else change nothing, silently. "
+                   "commentsvc serve runs it before it starts.")
+def init_db_command(drop: bool, yes: bool, if_missing: bool) -> None:
     """Create the tables and indexes that do not exist yet (an index that replaced an older
     one is built without holding writes, then the older one dropped); blank the text of
     comments deleted before deletion removed it."""
+    if drop and if_missing:
+        raise click.UsageError("--drop and --if-missing do not go together.")
+    if if_missing and not engine.read_snapshot(engine.get_engine(), health.missing_tables):
+        return  # nothing to create, and no scan of the comments at every start
     if drop and not yes:
         _confirm_drop()
     if not drop:  # before the transaction below, which would build them holding writes

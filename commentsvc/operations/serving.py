@@ -17,6 +17,10 @@ line, as a missing nginx is):
   supervisor restarts the whole.
 - All end with this process even when it is killed with SIGKILL (PR_SET_PDEATHSIG).
 
+Before any starts, the service's tables are created where some are missing
+(operations.schema_at_start: ``init-db --if-missing``); a database it cannot reach then
+does not stop the start.
+
 The writers' gunicorn (``--write-workers``, 2 by default; 0 leaves writes with the
 others) takes every request but GET, HEAD and OPTIONS, at a lower CPU priority
 (``--write-nice``, 10 by default). When reads and writes want the same cores, the
@@ -46,7 +50,7 @@ from pathlib import Path
 import click
 
 from commentsvc import settings
-from commentsvc.operations import front, gunicorn_settings, ports, startup
+from commentsvc.operations import front, gunicorn_settings, ports, schema_at_start, startup
 from commentsvc.operations.parent_death import end_with_parent
 from commentsvc.operations.startup import StartupError
 
@@ -311,6 +315,7 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         stack.check_nginx()
+        schema_at_start.prepare(os.environ)  # missing tables made, as make serve makes them
         status = serve(stack)
     finally:
         if owned:
