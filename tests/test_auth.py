@@ -147,6 +147,18 @@ def test_cli_refuses_unknown_users_and_writes_nothing(app, runner, community):
     assert table_rows(app) == before
 
 
+def test_cli_says_no_user_has_an_id_beyond_the_id_column_on_either_database(app, runner,
+                                                                           community):
+    """SQLite's driver cannot convert 2**63: a traceback, where PostgreSQL found no user."""
+    before = table_rows(app)
+    for user_id in (2**63, -(2**63) - 1, 10**30):
+        for args in (["create-token", "--", str(user_id)], ["staff", "--", str(user_id)],
+                     ["erase-user", "--", str(user_id)], ["rerender", "--user", str(user_id)]):
+            result = runner.invoke(args=args)
+            assert (result.exit_code, result.output) == (1, f"No user has id {user_id}.\n")
+    assert table_rows(app) == before
+
+
 def test_cli_grants_and_removes_staff(app, runner, client, community):
     assert client.delete("/api/comments/102/", headers=community.auth("ann")).status_code == 403
     assert runner.invoke(args=["staff", "1"]).exit_code == 0

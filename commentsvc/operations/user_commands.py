@@ -15,10 +15,22 @@ from commentsvc.operations.load_commands import vacuum_after
 from commentsvc.storage import engine, erasure, renders, upkeep
 from commentsvc.web import auth, current, idempotency
 
+# The ids a user can have: the range of the id column (BIGINT on both databases).
+_LOWEST_ID, _HIGHEST_ID = -(2**63), 2**63 - 1
+
+
+def _user_id(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+    """An id beyond the id column's range names no user: said as for any unknown id (exit
+    1) before the database is asked, where SQLite's driver would fail to convert it."""
+    if value is not None and not _LOWEST_ID <= value <= _HIGHEST_ID:
+        click.echo(f"No user has id {value}.", err=True)
+        sys.exit(1)
+    return value
+
 
 @click.command("create-token")
 @with_appcontext
-@click.argument("user_id", type=int)
+@click.argument("user_id", type=int, callback=_user_id)
 def create_token_command(user_id: int) -> None:
     """Make a sign-in key for a user and print it (only here: the service keeps a digest)."""
     try:
@@ -45,7 +57,7 @@ def revoke_token_command(key: str) -> None:
 
 @click.command("staff")
 @with_appcontext
-@click.argument("user_id", type=int)
+@click.argument("user_id", type=int, callback=_user_id)
 @click.option("--remove", is_flag=True, help="Take staff away instead.")
 def staff_command(user_id: int, remove: bool) -> None:
     """Make a user staff (may delete any comment, mark comic page comments read)."""
@@ -59,7 +71,7 @@ def staff_command(user_id: int, remove: bool) -> None:
 
 @click.command("erase-user")
 @with_appcontext
-@click.argument("user_id", type=int)
+@click.argument("user_id", type=int, callback=_user_id)
 def erase_user_command(user_id: int) -> None:
     """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
     their sign-in keys. List positions and replies stay."""
@@ -85,7 +97,7 @@ def purge_idempotency_keys_command() -> None:
 
 @click.command("rerender")
 @with_appcontext
-@click.option("--user", "user_id", type=int,
+@click.option("--user", "user_id", type=int, callback=_user_id,
               help="Only this user's comments (after their name or avatar changed).")
 def rerender_command(user_id: int | None) -> None:
     """Render again what comments show to every viewer, where it is missing or out of
