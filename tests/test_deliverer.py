@@ -338,6 +338,10 @@ def test_the_alarm_ends_once_nothing_fails_and_nothing_was_given_up_lately(
         assert quiet.exit_code == 0, quiet.output
         assert "Given up on" in quiet.output  # still listed, no longer alarming
         assert runner.invoke(args=["events", "--alarm-hours", "26"]).exit_code == 1
+        for hours in ("nan", "inf", "1e400", "1e7"):  # a usage error, not a traceback
+            refused = runner.invoke(args=["events", "--alarm-hours", hours])
+            assert refused.exit_code == 2 and "--alarm-hours" in refused.output, refused.output
+            assert "Traceback" not in refused.output
         post_many(app, community, 1)
         deliverer.run_once()  # the dead endpoint fails again: it alarms
         assert runner.invoke(args=["events"]).exit_code == 1

@@ -5,6 +5,7 @@ failing."""
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import sys
 import threading
@@ -69,12 +70,23 @@ def deliver_command(once: bool) -> None:
     click.echo("Stopped.", err=True)
 
 
+# About a century: a longer look back is a mistyped value (and past timedelta's range).
+MAX_ALARM_HOURS = 1_000_000.0
+
+
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """click's FloatRange lets NaN through (every comparison with it is false)."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of hours.")
+    return value
+
+
 @click.command("events")
 @with_appcontext
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
               help="Most events given up on to list, newest first.")
 @click.option("--alarm-hours", default=24.0, show_default=True,
-              type=click.FloatRange(min=0),
+              type=click.FloatRange(min=0, max=MAX_ALARM_HOURS), callback=_finite,
               help="Events given up on this recently make the exit status 1.")
 def events_command(limit: int, alarm_hours: float) -> None:
     """Where each webhook endpoint stands: events delivered, waiting and failed, its lag,
