@@ -118,6 +118,23 @@ def test_erasing_twice_changes_nothing_more(app, community, runner):
     assert table_rows(app) == before
 
 
+def test_an_erased_users_name_is_one_no_other_user_has(app, community, runner):
+    """OPERATIONS.md: "neutral, unique". Another user may already be named after the
+    placeholder (an import, a host site's own users): the erased one's gets a number."""
+    with app.app_context(), engine.get_engine().begin() as conn:
+        conn.execute(sa.text("UPDATE commentsvc_user SET username = 'erased-user-2' "
+                             "WHERE id = 3"))
+    result = runner.invoke(args=["erase-user", "2"])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("shown as 'erased-user-2-2'.\n")
+    assert user_row(app, 2)[0] == "erased-user-2-2"
+    assert user_row(app, 3)[0] == "erased-user-2"
+    before = table_rows(app)
+    again = runner.invoke(args=["erase-user", "2"])  # the same name again: nothing changes
+    assert again.output.endswith("shown as 'erased-user-2-2'.\n")
+    assert table_rows(app) == before
+
+
 def test_erase_unknown_user_changes_nothing(app, community, runner):
     before = table_rows(app)
     result = runner.invoke(args=["erase-user", "99"])

@@ -28,13 +28,24 @@ def blank_deleted(conn: Connection) -> int:
     return conn.execute(q.BLANK_DELETED).rowcount
 
 
-def placeholder_name(user_id: int) -> str:
-    """The name an erased user is shown under: neutral, and unique because the id is.
+def placeholder_name(user_id: int, attempt: int = 1) -> str:
+    """The name an erased user is shown under: neutral, with the id; from the second
+    ``attempt`` on, numbered (another user may have been given the first as a name).
 
-    >>> placeholder_name(17)
-    'erased-user-17'
+    >>> placeholder_name(17), placeholder_name(17, 2)
+    ('erased-user-17', 'erased-user-17-2')
     """
-    return f"erased-user-{user_id}"
+    return f"erased-user-{user_id}" + (f"-{attempt}" if attempt > 1 else "")
+
+
+def free_placeholder(conn: Connection, user_id: int) -> str:
+    """The first placeholder name of ``user_id`` no other user has: unique, and the same
+    each time the same user is erased again."""
+    attempt = 1
+    while conn.execute(q.NAME_TAKEN, {"id": user_id,
+                                      "username": placeholder_name(user_id, attempt)}).first():
+        attempt += 1
+    return placeholder_name(user_id, attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +55,11 @@ class Erased:
     user_id: int
     comments: int
     tokens: int
+    name: str
 
     def summary(self) -> str:
         return (f"User {self.user_id} erased: {self.comments} comment(s) blanked, "
-                f"{self.tokens} key(s) revoked, shown as {placeholder_name(self.user_id)!r}.")
+                f"{self.tokens} key(s) revoked, shown as {self.name!r}.")
 
 
 def erase_user(conn: Connection, user_id: int,
@@ -66,11 +78,12 @@ def erase_user(conn: Connection, user_id: int,
     keys = {comments.key for shown in showing
             for comments in lists_of(shown.content_type, shown.object_id)}
     comments = conn.execute(q.ERASE_COMMENTS, {"id": user_id}).rowcount
-    conn.execute(q.ANONYMISE_USER, {"id": user_id, "username": placeholder_name(user_id)})
+    name = free_placeholder(conn, user_id)
+    conn.execute(q.ANONYMISE_USER, {"id": user_id, "username": name})
     tokens = conn.execute(q.REVOKE_TOKENS, {"id": user_id}).rowcount
     idempotency.forget_user(conn, user_id)  # stored answers hold their text and name
     if keys:  # what those lists show changed: new ETags
         conn.execute(writes.BUMP_VERSIONS, {"list_keys": sorted(keys)})
     rerender(conn, user_id)
     outbox.record_erasure(conn, user_id, showing)
-    return Erased(user_id, comments, tokens)
+    return Erased(user_id, comments, tokens, name)

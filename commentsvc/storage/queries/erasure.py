@@ -26,6 +26,12 @@ ERASE_COMMENTS = text("""
     WHERE author_id = :id AND (is_deleted = FALSE OR body <> '')
 """)
 
+# Whether another user than :id has the name :username (a scan of the users: no index
+# on names, and erasure is rare).
+NAME_TAKEN = text("""
+    SELECT 1 FROM commentsvc_user WHERE username = :username AND id <> :id LIMIT 1
+""")
+
 # The profile: a neutral name of its own, no avatar, no staff rights (primary key).
 ANONYMISE_USER = text("""
     UPDATE commentsvc_user SET username = :username, avatar = NULL, is_staff = FALSE
