@@ -557,3 +557,18 @@ def test_failed_import_leaves_nothing_behind_for_the_next(app, runner, tmp_path)
     result = import_file(runner, write(tmp_path, [user(1), page(10)]))
     assert result.stdout == "Imported 1 user, 1 comic page, 0 comments (0 already present).\n"
     assert canonical(export_records(runner, tmp_path)) == canonical([user(1), page(10)])
+
+
+def test_the_line_named_is_the_first_to_fail_the_first_check_any_line_fails(runner,
+                                                                          tmp_path):
+    """OPERATIONS.md: the checks in turn, each line's own form first. Line 2's author is
+    on line 3, which cannot be read: naming line 2 ("no such author") would be wrong."""
+    bad_json = import_file(runner, write(tmp_path, [
+        user(1), comment(200, author_id=5), '{"type": "user", "id": 5, "username": ']))
+    assert bad_json.stderr.startswith("Import failed: line 3: "), bad_json.stderr
+    references_then_cycles = import_file(runner, write(tmp_path, [
+        user(1), page(10), comment(200, parent_id=201), comment(201, parent_id=200),
+        comment(202, parent_id=999)]))
+    assert references_then_cycles.stderr.startswith(
+        "Import failed: line 5: comment 202: parent comment 999 does not exist"), \
+        references_then_cycles.stderr
