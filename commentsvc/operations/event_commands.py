@@ -5,7 +5,6 @@ failing."""
 from __future__ import annotations
 
 import logging
-import math
 import signal
 import sys
 import threading
@@ -15,6 +14,7 @@ from types import FrameType
 import click
 from flask.cli import with_appcontext
 
+from commentsvc.operations import option_checks
 from commentsvc.operations.deliverer import Deliverer
 from commentsvc.rules import endpoint_urls
 from commentsvc.storage import deliveries, engine, outbox
@@ -74,19 +74,12 @@ def deliver_command(once: bool) -> None:
 MAX_ALARM_HOURS = 1_000_000.0
 
 
-def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    """click's FloatRange lets NaN through (every comparison with it is false)."""
-    if not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not a number of hours.")
-    return value
-
-
 @click.command("events")
 @with_appcontext
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
               help="Most events given up on to list, newest first.")
 @click.option("--alarm-hours", default=24.0, show_default=True,
-              type=click.FloatRange(min=0, max=MAX_ALARM_HOURS), callback=_finite,
+              type=click.FloatRange(min=0, max=MAX_ALARM_HOURS), callback=option_checks.finite,
               help="Events given up on this recently make the exit status 1.")
 def events_command(limit: int, alarm_hours: float) -> None:
     """Where each webhook endpoint stands: events delivered, waiting and failed, its lag,

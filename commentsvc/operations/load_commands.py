@@ -6,7 +6,6 @@ then vacuums what it loaded (storage.upkeep).
 
 from __future__ import annotations
 
-import math
 import os
 import stat
 import sys
@@ -19,7 +18,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from commentsvc.interchange import ndjson
-from commentsvc.operations import demo, progress
+from commentsvc.operations import demo, option_checks, progress
 from commentsvc.storage import engine, erasure, renders, upkeep
 from commentsvc.web import current
 
@@ -59,13 +58,6 @@ def _size(file: IO[bytes]) -> int | None:
     return status.st_size if stat.S_ISREG(status.st_mode) else None
 
 
-def _a_number(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    """click's FloatRange lets NaN through (every comparison with it is false)."""
-    if math.isnan(value):
-        raise click.BadParameter("nan is not a share.")
-    return value
-
-
 @click.command("seed")
 @with_appcontext
 @click.option("--comments", default=500, show_default=True, type=click.IntRange(min=0))
@@ -74,7 +66,7 @@ def _a_number(_ctx: click.Context, _param: click.Parameter, value: float) -> flo
 @click.option("--seed", "seed_value", default=1, show_default=True, type=int,
               help="Same seed, same data.")
 @click.option("--hot-share", default=0.0, show_default=True,
-              type=click.FloatRange(min=0.0, max=1.0), callback=_a_number,
+              type=click.FloatRange(min=0.0, max=1.0), callback=option_checks.finite,
               help="Share of all comments that go to the most popular target.")
 @click.option("--if-empty", is_flag=True, help="Do nothing when comments already exist.")
 def seed_command(comments: int, targets: int, seed_value: int, hot_share: float,

@@ -12,17 +12,16 @@ import click
 from flask.cli import with_appcontext
 
 from commentsvc.operations.load_commands import vacuum_after
+from commentsvc.rules.identifiers import INT64_MAX
 from commentsvc.storage import engine, erasure, renders, upkeep
 from commentsvc.web import auth, current, idempotency
 
-# The ids a user can have: the range of the id column (BIGINT on both databases).
-_LOWEST_ID, _HIGHEST_ID = -(2**63), 2**63 - 1
-
 
 def _user_id(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
-    """An id beyond the id column's range names no user: said as for any unknown id (exit
-    1) before the database is asked, where SQLite's driver would fail to convert it."""
-    if value is not None and not _LOWEST_ID <= value <= _HIGHEST_ID:
+    """An id no user can have (they run from 1 to INT64_MAX) names no user: said as for
+    any unknown id (exit 1) before the database is asked, where SQLite's driver would fail
+    to convert one beyond its integers."""
+    if value is not None and not 1 <= value <= INT64_MAX:
         click.echo(f"No user has id {value}.", err=True)
         sys.exit(1)
     return value
