@@ -40,7 +40,7 @@ def placeholder_name(user_id: int, attempt: int = 1) -> str:
 
 def free_placeholder(conn: Connection, user_id: int) -> str:
     """The first placeholder name of ``user_id`` no other user has: unique, and the same
-    each time the same user is erased again."""
+    when the user is erased again (unless another user has been given it meanwhile)."""
     attempt = 1
     while conn.execute(q.NAME_TAKEN, {"id": user_id,
                                       "username": placeholder_name(user_id, attempt)}).first():
