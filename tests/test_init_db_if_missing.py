@@ -3,9 +3,13 @@ init-db where some of the service's tables are missing, nothing where none is.""
 
 from __future__ import annotations
 
+import threading
+
 import sqlalchemy as sa
 
+from app import create_app
 from commentsvc.storage import engine as db
+from harness.servers import scratch_database
 
 REPLIES_INDEX = "commentsvc_comment_reply_threads"
 
@@ -51,3 +55,35 @@ def test_it_refuses_to_go_with_drop_and_drops_nothing(app, runner):
     assert done.exit_code == 2
     assert "--drop and --if-missing do not go together" in done.output
     assert tables(app) == before
+
+
+def test_a_second_one_on_a_new_postgresql_database_waits_for_the_first():
+    """Nodes started together each run it (commentsvc serve). Without init-db's own lock
+    the second, its tables already being made in the first's open transaction, waited on
+    the catalog, then failed on its unique index (pg_type) once the first committed."""
+    with scratch_database("commentsvc_init_race") as url:
+        app = create_app({"TESTING": True, "COMMENTSVC_DATABASE_URL": url})
+        failures: list[BaseException] = []
+
+        def second() -> None:
+            try:
+                with app.app_context(), db.get_engine().begin() as conn:
+                    db.without_statement_timeout(conn)
+                    db.one_schema_change_at_a_time(conn)
+                    db.create_schema(conn)
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+                failures.append(exc)
+
+        with app.app_context():
+            with db.get_engine().begin() as conn:
+                db.without_statement_timeout(conn)
+                db.one_schema_change_at_a_time(conn)
+                db.create_schema(conn)
+                waiting = threading.Thread(target=second)
+                waiting.start()
+                waiting.join(1.0)
+                assert waiting.is_alive()  # it waits for the first to finish
+            waiting.join(60)
+            assert not waiting.is_alive() and failures == []
+            assert "commentsvc_comment" in tables(app)
+            db.get_engine().dispose()

@@ -45,6 +45,7 @@ def init_db_command(drop: bool, yes: bool, if_missing: bool) -> None:
             engine.widen_columns(conn)  # not for the whole of the transaction below
     with engine.get_engine().begin() as conn:
         engine.without_statement_timeout(conn)
+        engine.one_schema_change_at_a_time(conn)
         if drop:
             engine.drop_schema(conn)
         engine.create_schema(conn)

@@ -193,6 +193,8 @@ WRITER_OPTION = "commentsvc_writer"
 
 # Key of the PostgreSQL advisory lock that serialises writers of list positions.
 POSITIONS_LOCK = 0x636F6D6D  # "comm"
+# Key of the one that serialises init-db's changes to the schema.
+SCHEMA_LOCK = 0x73636865  # "sche"
 
 
 # Where an app keeps what it is told of each writers' transaction (operations.metrics):
@@ -359,6 +361,16 @@ def create_schema(conn: Connection) -> None:
             list_versions.TRIGGERS_PRESENT).scalar() != 2:  # storage.list_versions
         for statement in list_versions.CREATE_NOTIFY_TRIGGERS:
             conn.exec_driver_sql(statement)
+
+
+def one_schema_change_at_a_time(conn: Connection) -> None:
+    """Wait, to the end of the caller's transaction, for any other init-db (PostgreSQL):
+    two making a new database's tables at once (nodes started together) would collide in
+    the catalog, and one would fail. init-db's alone: an import or a seed, which hold the
+    writers' lock and then create what they need, would deadlock with an init-db waiting
+    on their tables."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(schema.TAKE_SCHEMA_LOCK, {"key": SCHEMA_LOCK})
 
 
 def _index_there(conn: Connection, statement: str) -> bool:

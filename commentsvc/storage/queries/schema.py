@@ -7,6 +7,12 @@ import re
 
 from sqlalchemy import text
 
+# The schema's own advisory lock, held to the end of the transaction that changes it
+# (PostgreSQL): a second init-db waits, then finds the tables there.
+TAKE_SCHEMA_LOCK = text("""
+    SELECT pg_advisory_xact_lock(:key)
+""")
+
 # Columns added after a table was first created, by (table, column), each with the
 # statement that adds it: an older database gets them from init-db (CREATE TABLE IF NOT
 # EXISTS leaves it as it was). No rows; rewrites nothing but the catalog (a constant
