@@ -49,6 +49,7 @@ def deliver_command(once: bool) -> None:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
     with engine.get_engine().begin() as conn:
+        engine.one_schema_change_at_a_time(conn)  # started with the service, on a new database
         engine.create_schema(conn)
     deliverer = Deliverer(engine.get_engine(), settings)
     deliverer.register(only_these=not once)
@@ -88,6 +89,7 @@ def events_command(limit: int, alarm_hours: float) -> None:
     --alarm-hours (a monitoring check); 0 otherwise."""
     now = outbox.now()
     with engine.get_engine().begin() as conn:
+        engine.one_schema_change_at_a_time(conn)
         engine.create_schema(conn)
         kept, newest = outbox.totals(conn)
         endpoints = deliveries.states(conn)
