@@ -29,6 +29,11 @@ from commentsvc.web.exceptions import APIError
 
 # Key of the PostgreSQL advisory lock held by bulk writers ("bulk").
 BULK_FLAG = 0x62756C6B
+# Key of the one that serialises making the schema ("sche"): init-db, the deliverer and
+# events take it alone (engine.one_schema_change_at_a_time), a bulk writer before the
+# others, since it makes what it needs of the schema too (a first load rebuilds the
+# indexes): two at once on a new database would collide in the catalog.
+SCHEMA_LOCK = 0x73636865
 
 
 class WritesPaused(APIError):
@@ -43,7 +48,7 @@ def take_postgresql(conn: Connection, positions_lock: int, bulk: bool) -> bool:
     holds the flag and this writer is not one."""
     params = {"flag": BULK_FLAG, "positions": positions_lock}
     if bulk:
-        conn.execute(q.BULK_WRITER, params)
+        conn.execute(q.BULK_WRITER, {**params, "schema": SCHEMA_LOCK})
         return True
     return bool(driver_cursor.rows(conn, q.WRITER, params)[0][0])
 

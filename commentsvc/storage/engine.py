@@ -193,8 +193,6 @@ WRITER_OPTION = "commentsvc_writer"
 
 # Key of the PostgreSQL advisory lock that serialises writers of list positions.
 POSITIONS_LOCK = 0x636F6D6D  # "comm"
-# Key of the one that serialises init-db's (and the deliverer's) changes to the schema.
-SCHEMA_LOCK = 0x73636865  # "sche"
 
 
 # Where an app keeps what it is told of each writers' transaction (operations.metrics):
@@ -364,13 +362,12 @@ def create_schema(conn: Connection) -> None:
 
 
 def one_schema_change_at_a_time(conn: Connection) -> None:
-    """Wait, to the end of the caller's transaction, for any other init-db or deliverer
-    making the tables (PostgreSQL): two making a new database's tables at once (nodes
-    started together) would collide in the catalog, and one would fail. Not for an import
-    or a seed: they hold the writers' lock before they create what they need, and would
-    deadlock with an init-db waiting on their tables."""
+    """Wait, to the end of the caller's transaction, for any other init-db, deliverer,
+    import or seed making the tables (PostgreSQL): two making a new database's tables at
+    once (nodes started together) would collide in the catalog, and one would fail. A
+    bulk writer (import, seed) takes it with the writers' lock, before it (bulk_lock)."""
     if conn.dialect.name == "postgresql":
-        conn.execute(schema.TAKE_SCHEMA_LOCK, {"key": SCHEMA_LOCK})
+        conn.execute(schema.TAKE_SCHEMA_LOCK, {"key": bulk_lock.SCHEMA_LOCK})
 
 
 def _index_there(conn: Connection, statement: str) -> bool:

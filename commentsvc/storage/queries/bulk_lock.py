@@ -1,13 +1,15 @@
-"""SQL of the bulk writers' flag on PostgreSQL: two transaction-scoped advisory locks."""
+"""SQL of the bulk writers' flag on PostgreSQL: transaction-scoped advisory locks."""
 
 from __future__ import annotations
 
 from sqlalchemy import text
 
-# A bulk writer (import, seed): the flag exclusively (waits for the API writes under way),
-# then the writers' lock on list positions.
+# A bulk writer (import, seed): the schema's lock (it makes tables and indexes too), the
+# flag exclusively (waits for the API writes under way), then the writers' lock on list
+# positions, in that order.
 BULK_WRITER = text("""
-    SELECT pg_advisory_xact_lock(:flag), pg_advisory_xact_lock(:positions)
+    SELECT pg_advisory_xact_lock(:schema), pg_advisory_xact_lock(:flag),
+           pg_advisory_xact_lock(:positions)
 """)
 
 # Any other writer: the flag shared, without waiting; only if that was granted, the
