@@ -95,6 +95,18 @@ def test_a_missing_postgresql_database_is_one_line_with_createdb(postgres_url):
                               f'database "{name}" does not exist', f"createdb {name}")
 
 
+def test_a_server_that_takes_the_connection_and_says_nothing_is_one_line():
+    """A frozen PostgreSQL (its postmaster stopped): the kernel takes the connection, no
+    answer comes, and the connection's deadline gives up: one line, as for one that is
+    down."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/comments"
+        done = flask("init-db", env={"DATABASE_URL": url, "COMMENTSVC_DB_CONNECT_TIMEOUT": "2"})
+    assert_one_line_error(done, "Cannot reach the PostgreSQL server")
+
+
 def test_a_missing_sqlite_folder_is_one_line(tmp_path):
     url = f"sqlite:///{tmp_path / 'no' / 'such' / 'folder' / 'x.sqlite3'}"
     assert_one_line_error(flask("init-db", env={"DATABASE_URL": url}),

@@ -62,7 +62,8 @@ def _database_problem(exc: OperationalError) -> str | None:
                 f"(user and password) or create that role.")
     if re.search(r"Connection refused|could not connect|timeout expired|"
                  r"could not translate host name|No such file or directory|"
-                 r"Network is unreachable|server closed the connection", message):
+                 r"Network is unreachable|server closed the connection|did not answer within|"
+                 r"found the database hung", message):
         return (f"Cannot reach the PostgreSQL server ({_shorten(first)}): start it, "
                 f"or {FIX_URL}.")
     if "unable to open database file" in message:
