@@ -59,6 +59,17 @@ def test_readyz_without_the_schema_names_the_missing_tables(app):
     assert response.headers["Cache-Control"] == "no-store"
 
 
+def test_lists_without_the_schema_answer_503_on_both_databases(app):
+    """Not ready, as /readyz says and as SQLite's driver had it: PostgreSQL's "relation
+    does not exist" was a 500 (a new database whose init-db has not run yet)."""
+    with app.app_context(), engine.get_engine().begin() as conn:
+        engine.drop_schema(conn)
+    response = app.test_client().get("/api/comments/")
+    assert response.status_code == 503
+    assert response.get_json() == {"detail": "The database is unavailable. Try again shortly."}
+    assert response.headers["Retry-After"] == "5"
+
+
 def test_readyz_with_one_table_missing(app):
     with app.app_context(), engine.get_engine().begin() as conn:
         conn.exec_driver_sql("DROP TABLE commentsvc_token")

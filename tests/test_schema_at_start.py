@@ -6,8 +6,12 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import time
+
+import sqlalchemy as sa
 
 from commentsvc.operations import schema_at_start
+from harness.servers import scratch_database
 
 
 def test_a_silent_database_is_given_up_on_after_its_time(capsys):
@@ -29,3 +33,59 @@ def test_a_database_that_answers_is_checked(tmp_path, capsys):
     with sqlite3.connect(tmp_path / "new.sqlite3") as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
     assert {"commentsvc_comment", "commentsvc_list_count", "commentsvc_user"} <= tables
+
+
+def test_the_retry_makes_the_tables_once_the_database_is_there():
+    """A new PostgreSQL database that did not exist when the stack started (or a server
+    that was down): the launcher's retries make its tables once it answers."""
+    with scratch_database("commentsvc_retry") as url:
+        missing = url.rsplit("/", 1)[0] + "/" + url.rsplit("/", 1)[1] + "_later"
+        retry = schema_at_start.Retry({**os.environ, "DATABASE_URL": missing}, pause=0.2)
+        try:
+            assert not within(8, lambda: tick(retry))  # it keeps failing meanwhile
+            admin = sa.create_engine(url.rsplit("/", 1)[0] + "/postgres",
+                                     isolation_level="AUTOCOMMIT")
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'CREATE DATABASE "{missing.rsplit("/", 1)[1]}"')
+            try:
+                assert within(90, lambda: tick(retry))
+                checked = sa.create_engine(missing)
+                with checked.connect() as conn:
+                    assert "commentsvc_comment" in sa.inspect(conn).get_table_names()
+                checked.dispose()
+            finally:
+                with admin.connect() as conn:
+                    conn.exec_driver_sql(
+                        f'DROP DATABASE IF EXISTS "{missing.rsplit("/", 1)[1]}" WITH (FORCE)')
+                admin.dispose()
+        finally:
+            retry.stop()
+
+
+def test_stopping_the_retry_ends_its_run():
+    with socket.socket() as silent:  # a run that would wait long
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        env = {**os.environ, "DATABASE_URL":
+               f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/x",
+               "COMMENTSVC_DB_CONNECT_TIMEOUT": "60"}
+        retry = schema_at_start.Retry(env, pause=0)
+        retry.tick()
+        run = retry.run
+        assert run is not None and run.poll() is None
+        retry.stop()
+        assert run.poll() is not None and retry.run is None
+
+
+def tick(retry: schema_at_start.Retry) -> bool:
+    retry.tick()
+    return retry.done
+
+
+def within(seconds: float, condition) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -400,6 +401,40 @@ def test_a_database_it_cannot_reach_does_not_stop_the_start():
             "detail": "The database is unavailable. Try again shortly."}
         assert "The service's tables could not be checked (init-db exited with status 2)" \
             in served.output()
+
+
+def test_a_new_database_that_comes_after_the_stack_gets_its_tables():
+    """A database created (or a server started) after the stack: the launcher tries again
+    until it answers, and the lists then serve, where they had answered 500 for good."""
+    require_nginx()
+    with scratch_database("commentsvc_serve_later") as url:
+        later = url + "_later"
+        name = later.rsplit("/", 1)[1]
+        with Serve(later) as served:
+            assert request(served.base, "GET", LIST).status == 503
+            with engine_of(url) as conn:
+                conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            try:
+                assert within(60, lambda: request(served.base, "GET", LIST).status == 200)
+                assert within(10, lambda: "The service's tables are checked" in
+                              served.output())
+            finally:
+                served.stop()
+                with engine_of(url) as conn:
+                    conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def engine_of(url: str):
+    """An autocommit connection to the server of ``url``."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            yield conn
+    finally:
+        admin.dispose()
 
 
 def test_port_0_is_refused_before_anything_starts():

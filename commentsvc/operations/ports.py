@@ -48,6 +48,11 @@ def problem(host: str, port: int, fix: str) -> str | None:
     return None
 
 
+def next_port(port: int) -> int:
+    """The port to suggest instead of ``port``: the next one, or the one before the last."""
+    return port + 1 if port < 65535 else port - 1
+
+
 def check(host: str, port: int, fix: str) -> None:
     """Raise StartupError (one line, exit status 2) when ``host:port`` cannot be listened on."""
     found = problem(host, port, fix)
@@ -63,7 +68,7 @@ def check(host: str, port: int, fix: str) -> None:
                    "stands for the port after --port.")
 def main(host: str, port: int, fix: str) -> None:
     """Exit 2 with one line when HOST:PORT cannot be listened on."""
-    check(host, port, fix.replace("{next}", str(port + 1 if port < 65535 else port - 1)))
+    check(host, port, fix.replace("{next}", str(next_port(port))))
 
 
 if __name__ == "__main__":

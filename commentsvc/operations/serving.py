@@ -19,7 +19,7 @@ line, as a missing nginx is):
 
 Before any starts, the service's tables are created where some are missing
 (operations.schema_at_start: ``init-db --if-missing``); a database it cannot reach then
-does not stop the start.
+does not stop the start, and the tables are made once it answers.
 
 The writers' gunicorn (``--write-workers``, 2 by default; 0 leaves writes with the
 others) takes every request but GET, HEAD and OPTIONS, at a lower CPU priority
@@ -234,8 +234,9 @@ def _accepts(path: Path) -> bool:
     return True
 
 
-def serve(stack: Stack) -> int:
-    """Run ``stack`` until a signal stops it (0) or a part of it ends on its own (1)."""
+def serve(stack: Stack, tables: schema_at_start.Retry | None = None) -> int:
+    """Run ``stack`` until a signal stops it (0) or a part of it ends on its own (1),
+    making the service's tables meanwhile with ``tables`` (when the first try failed)."""
     pending: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda signum, _frame: pending.append(signum))
@@ -260,8 +261,12 @@ def serve(stack: Stack) -> int:
                 status = 1
                 stack.stop()
             else:
+                if tables is not None:
+                    tables.tick()
                 time.sleep(0.1)
     finally:
+        if tables is not None:
+            tables.stop()
         if not stack.stopping:  # the start failed
             stack.stop()
         stack.wait(pending)
@@ -301,8 +306,9 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
     except settings.SettingsError as exc:
         raise StartupError(startup.explain(exc)) from exc
     # Before anything starts: a taken port is one line, not nginx failing after gunicorn.
-    ports.check(host, port, f"commentsvc serve --port {port + 1} "
-                            f"(make serve: PORT={port + 1} make serve)")
+    other = ports.next_port(port)
+    ports.check(host, port, f"commentsvc serve --port {other} "
+                            f"(make serve: PORT={other} make serve)")
     owned = runtime_dir is None
     if runtime_dir is None:
         runtime_dir = Path(tempfile.mkdtemp(prefix="commentsvc-serve-"))
@@ -315,8 +321,11 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         stack.check_nginx()
-        schema_at_start.prepare(os.environ)  # missing tables made, as make serve makes them
-        status = serve(stack)
+        # missing tables made, as make serve makes them; if the database cannot say,
+        # again while the stack serves
+        tables = None if schema_at_start.prepare(os.environ) else schema_at_start.Retry(
+            os.environ)
+        status = serve(stack, tables)
     finally:
         if owned:
             shutil.rmtree(runtime_dir, ignore_errors=True)

@@ -75,13 +75,25 @@ def _undecodable(exc: BaseException) -> bool:
         _UNDECODABLE)
 
 
+# PostgreSQL's code for a table that does not exist (undefined_table).
+_UNDEFINED_TABLE = "42P01"
+
+
+def _tables_missing(exc: BaseException) -> bool:
+    """The service's tables are not there yet (a new database whose init-db has not run):
+    not ready, a 503 as on SQLite (where the driver raises it as an OperationalError),
+    not a 500."""
+    return (isinstance(exc, sa_exc.ProgrammingError)
+            and getattr(exc.orig, "pgcode", None) == _UNDEFINED_TABLE)
+
+
 def to_response(exc: BaseException) -> Response:
     """Turn any exception raised while answering an API request into a JSON response."""
     if isinstance(exc, APIError):
         error = exc
     elif isinstance(exc, HTTPException):
         error = APIError(http_error_detail(exc), status=exc.code or 500)
-    elif isinstance(exc, DATABASE_DOWN) and not _undecodable(exc):
+    elif (isinstance(exc, DATABASE_DOWN) and not _undecodable(exc)) or _tables_missing(exc):
         # An outage is logged once when it starts and once when it ends (outage.py);
         # anything else (a cancelled statement) gets one line without SQL or parameters.
         outage.answered_unavailable()
