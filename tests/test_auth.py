@@ -151,12 +151,26 @@ def test_cli_says_no_user_has_an_id_beyond_the_id_column_on_either_database(app,
                                                                            community):
     """SQLite's driver cannot convert 2**63: a traceback, where PostgreSQL found no user."""
     before = table_rows(app)
-    for user_id in (2**63, -(2**63) - 1, 10**30):
-        for args in (["create-token", "--", str(user_id)], ["staff", "--", str(user_id)],
-                     ["erase-user", "--", str(user_id)], ["rerender", "--user", str(user_id)]):
+    for user_id in (2**63, 10**30, 0):
+        for args in (["create-token", str(user_id)], ["staff", str(user_id)],
+                     ["erase-user", str(user_id)], ["rerender", "--user", str(user_id)]):
             result = runner.invoke(args=args)
             assert (result.exit_code, result.output) == (1, f"No user has id {user_id}.\n")
     assert table_rows(app) == before
+
+
+def test_cli_user_ids_are_ascii_digits_as_the_apis_ids(app, runner, community):
+    """int() would read each of these as a user (٥ and ５ as 5, 1_0 as 10): erase-user
+    erased one. A usage error now, nothing changed; leading zeros stay allowed."""
+    before = table_rows(app)
+    for written in ("+1", " 1", "1 ", "١", "１", "1_0", "-1", "0x1", "1.0", ""):
+        for args in (["create-token", "--", written], ["staff", "--", written],
+                     ["erase-user", "--", written], ["rerender", "--user", written]):
+            result = runner.invoke(args=args)
+            assert result.exit_code == 2, (args, result.output)
+            assert "is not a user id (digits 0 to 9 only)" in result.output
+    assert table_rows(app) == before
+    assert runner.invoke(args=["staff", "001"]).output == "User 1 is staff.\n"
 
 
 def test_cli_grants_and_removes_staff(app, runner, client, community):

@@ -17,19 +17,26 @@ from commentsvc.storage import engine, erasure, renders, upkeep
 from commentsvc.web import auth, current, idempotency
 
 
-def _user_id(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
-    """An id no user can have (they run from 1 to INT64_MAX) names no user: said as for
-    any unknown id (exit 1) before the database is asked, where SQLite's driver would fail
-    to convert one beyond its integers."""
-    if value is not None and not 1 <= value <= INT64_MAX:
-        click.echo(f"No user has id {value}.", err=True)
+def _user_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
+    """A user id written as the API writes ids: ASCII digits only (Python's int() also
+    reads "+5", " 5", "1_0" and other scripts' digits, and erasure cannot be undone), else
+    a usage error. An id no user can have (they run from 1 to INT64_MAX) names no user:
+    said as for any unknown id (exit 1) before the database is asked, where SQLite's
+    driver would fail to convert one beyond its integers."""
+    if value is None:
+        return None
+    if not value.isascii() or not value.isdigit():
+        raise click.BadParameter(f"{value[:40]!r} is not a user id (digits 0 to 9 only).")
+    digits = value.lstrip("0") or "0"
+    if len(digits) > len(str(INT64_MAX)) or not 1 <= int(digits) <= INT64_MAX:
+        click.echo(f"No user has id {digits[:40]}{'…' if len(digits) > 40 else ''}.", err=True)
         sys.exit(1)
-    return value
+    return int(digits)
 
 
 @click.command("create-token")
 @with_appcontext
-@click.argument("user_id", type=int, callback=_user_id)
+@click.argument("user_id", callback=_user_id)
 def create_token_command(user_id: int) -> None:
     """Make a sign-in key for a user and print it (only here: the service keeps a digest)."""
     try:
@@ -56,7 +63,7 @@ def revoke_token_command(key: str) -> None:
 
 @click.command("staff")
 @with_appcontext
-@click.argument("user_id", type=int, callback=_user_id)
+@click.argument("user_id", callback=_user_id)
 @click.option("--remove", is_flag=True, help="Take staff away instead.")
 def staff_command(user_id: int, remove: bool) -> None:
     """Make a user staff (may delete any comment, mark comic page comments read)."""
@@ -70,7 +77,7 @@ def staff_command(user_id: int, remove: bool) -> None:
 
 @click.command("erase-user")
 @with_appcontext
-@click.argument("user_id", type=int, callback=_user_id)
+@click.argument("user_id", callback=_user_id)
 def erase_user_command(user_id: int) -> None:
     """Erase a user: every text they wrote (shown as deleted), their name and avatar, and
     their sign-in keys. List positions and replies stay."""
@@ -96,7 +103,7 @@ def purge_idempotency_keys_command() -> None:
 
 @click.command("rerender")
 @with_appcontext
-@click.option("--user", "user_id", type=int, callback=_user_id,
+@click.option("--user", "user_id", callback=_user_id,
               help="Only this user's comments (after their name or avatar changed).")
 def rerender_command(user_id: int | None) -> None:
     """Render again what comments show to every viewer, where it is missing or out of
