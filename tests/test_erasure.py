@@ -133,6 +133,12 @@ def test_an_erased_users_name_is_one_no_other_user_has(app, community, runner):
     again = runner.invoke(args=["erase-user", "2"])  # the same name again: nothing changes
     assert again.output.endswith("shown as 'erased-user-2-2'.\n")
     assert table_rows(app) == before
+    with app.app_context(), engine.get_engine().begin() as conn:  # the first name freed
+        conn.execute(sa.text("UPDATE commentsvc_user SET username = 'bea' WHERE id = 3"))
+    before = table_rows(app)
+    again = runner.invoke(args=["erase-user", "2"])  # still nothing changes
+    assert again.output.endswith("shown as 'erased-user-2-2'.\n")
+    assert table_rows(app) == before
 
 
 def test_erase_unknown_user_changes_nothing(app, community, runner):

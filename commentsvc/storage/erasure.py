@@ -9,6 +9,7 @@ user's sign-in keys are revoked. Rows and positions stay, so no list or reply mo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,8 +40,13 @@ def placeholder_name(user_id: int, attempt: int = 1) -> str:
 
 
 def free_placeholder(conn: Connection, user_id: int) -> str:
-    """The first placeholder name of ``user_id`` no other user has: unique, and the same
-    when the user is erased again (unless another user has been given it meanwhile)."""
+    """The name the erased ``user_id`` keeps: the one it has if erased before and no other
+    user has that name since (erasing again changes nothing), else the first placeholder
+    no other user has."""
+    current = conn.execute(q.USERNAME, {"id": user_id}).scalar()
+    if re.fullmatch(rf"erased-user-{user_id}(-[2-9]|-[1-9][0-9]+)?", current or "") and \
+            not conn.execute(q.NAME_TAKEN, {"id": user_id, "username": current}).first():
+        return str(current)
     attempt = 1
     while conn.execute(q.NAME_TAKEN, {"id": user_id,
                                       "username": placeholder_name(user_id, attempt)}).first():

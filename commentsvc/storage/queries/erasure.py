@@ -26,6 +26,11 @@ ERASE_COMMENTS = text("""
     WHERE author_id = :id AND (is_deleted = FALSE OR body <> '')
 """)
 
+# A user's name (primary key).
+USERNAME = text("""
+    SELECT username FROM commentsvc_user WHERE id = :id
+""")
+
 # Whether another user than :id has the name :username (a scan of the users: no index
 # on names, and erasure is rare).
 NAME_TAKEN = text("""
