@@ -89,3 +89,30 @@ def within(seconds: float, condition) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_the_retries_come_less_often_while_they_fail(tmp_path):
+    """A run costs a Python start: a long outage must not keep a core busy."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'no' / 'folder.sqlite3'}"}
+    retry = schema_at_start.Retry(env, pause=0.5)
+    pauses = []
+    try:
+        while len(pauses) < 3:
+            before = retry.pause
+            retry.next_at = 0  # the next run now
+            retry.tick()
+            assert retry.run is not None
+            retry.run.wait(60)
+            retry.tick()
+            assert not retry.done
+            pauses.append(before)
+    finally:
+        retry.stop()
+    assert pauses == [0.5, 1.0, 2.0]
+    retry.pause = 50
+    retry.next_at = 0
+    retry.tick()
+    assert retry.run is not None
+    retry.run.wait(60)
+    retry.tick()
+    assert retry.pause == schema_at_start.MAX_RETRY_SECONDS

@@ -5,9 +5,10 @@ It runs ``init-db --if-missing`` in a process of its own on the app the stack se
 the launcher never holds a connection its gunicorns would inherit; the process ends with
 the launcher. When that fails (the database cannot be reached, above all), the stack
 starts anyway, lists answer 503 meanwhile (``/readyz`` says why), and the launcher runs it
-again every few seconds, quietly, until one run succeeds: a database that boots after
-the service, new or not, then needs nothing more. A server that refused to start would
-need its supervisor to keep restarting it until the database is up.
+again, quietly, 5 s after a failed run and then less often, until one run succeeds: a
+database that boots after the service, new or not, then needs nothing more. A server
+that refused to start would need its supervisor to keep restarting it until the
+database is up.
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ COMMAND = [sys.executable, "-m", "flask", "--app",
 # then says nothing must not keep the service from starting. A build cut off is finished
 # by the next init-db (storage.upkeep).
 SECONDS = 120
-# How long after a failed run the next one starts, while the stack serves.
+# How long after a failed run the next one starts, while the stack serves: at first, then
+# twice as long each time up to the last (a run costs a Python start, a second or two of
+# CPU, so a long outage does not keep a core busy).
 RETRY_SECONDS = 5
+MAX_RETRY_SECONDS = 60
 
 
 def _run(env: Mapping[str, str], quiet: bool) -> subprocess.Popen[bytes]:
@@ -60,14 +64,14 @@ def prepare(env: Mapping[str, str], seconds: float = SECONDS) -> bool:
         problem = f"init-db exited with status {status}"
     click.echo(f"The service's tables could not be checked ({problem}); starting anyway: "
                "requests answer 503 until the database answers, and /readyz says what "
-               f"it lacks. Trying again every {RETRY_SECONDS} s.", err=True)
+               f"it lacks. Trying again in {RETRY_SECONDS} s, then less often.", err=True)
     return False
 
 
 class Retry:
-    """init-db --if-missing run again while the stack serves, one run at a time, every
-    ``RETRY_SECONDS`` after the last failed, until one succeeds; ``tick`` is called by the
-    launcher's watch loop, ``stop`` when it stops."""
+    """init-db --if-missing run again while the stack serves, one run at a time, ``pause``
+    after the last failed (doubling up to MAX_RETRY_SECONDS), until one succeeds; ``tick``
+    is called by the launcher's watch loop, ``stop`` when it stops."""
 
     def __init__(self, env: Mapping[str, str], seconds: float = SECONDS,
                  pause: float = RETRY_SECONDS):
@@ -94,6 +98,7 @@ class Retry:
             click.echo("The service's tables are checked: the database answers.", err=True)
         else:
             self.next_at = now + self.pause
+            self.pause = min(self.pause * 2, MAX_RETRY_SECONDS)
 
     def stop(self) -> None:
         if self.run is not None:
