@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
-import time
 
 import sqlalchemy as sa
 
 from commentsvc.operations import schema_at_start
 from harness.servers import scratch_database
+from harness.waiting import within
 
 
 def test_a_silent_database_is_given_up_on_after_its_time(capsys):
@@ -81,14 +81,6 @@ def tick(retry: schema_at_start.Retry) -> bool:
     retry.tick()
     return retry.done
 
-
-def within(seconds: float, condition) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_the_retries_come_less_often_while_they_fail(tmp_path):

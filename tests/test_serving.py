@@ -25,6 +25,7 @@ from commentsvc.storage import engine
 from conftest import insert_records, make_app
 from harness.mixed_load import Load, stop_and_verify
 from harness.servers import LIST, Gunicorn, free_port, prepare, request, scratch_database
+from harness.waiting import within
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = [sys.executable, "-m", "commentsvc.operations.serving"]
@@ -65,15 +66,6 @@ def can_bind(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def within(seconds: float, condition) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 @pytest.fixture
