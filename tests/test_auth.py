@@ -3,6 +3,7 @@ and staff, and a host's function for its own users."""
 
 from __future__ import annotations
 
+import doctest
 from types import SimpleNamespace
 
 import psycopg2.extensions
@@ -157,6 +158,15 @@ def test_cli_says_no_user_has_an_id_beyond_the_id_column_on_either_database(app,
             result = runner.invoke(args=args)
             assert (result.exit_code, result.output) == (1, f"No user has id {user_id}.\n")
     assert table_rows(app) == before
+
+
+def test_the_ids_docstring_examples_hold():
+    """rules.identifiers.id_of_digits, which the comment URL's converter and the user
+    commands share."""
+    from commentsvc.rules import identifiers
+
+    result = doctest.testmod(identifiers)
+    assert result.attempted and not result.failed
 
 
 def test_cli_user_ids_are_ascii_digits_as_the_apis_ids(app, runner, community):

@@ -12,7 +12,7 @@ import click
 from flask.cli import with_appcontext
 
 from commentsvc.operations.load_commands import vacuum_after
-from commentsvc.rules.identifiers import INT64_MAX
+from commentsvc.rules.identifiers import id_of_digits
 from commentsvc.storage import engine, erasure, renders, upkeep
 from commentsvc.web import auth, current, idempotency
 
@@ -27,11 +27,12 @@ def _user_id(_ctx: click.Context, _param: click.Parameter, value: str | None) ->
         return None
     if not value.isascii() or not value.isdigit():
         raise click.BadParameter(f"{value[:40]!r} is not a user id (digits 0 to 9 only).")
-    digits = value.lstrip("0") or "0"
-    if len(digits) > len(str(INT64_MAX)) or not 1 <= int(digits) <= INT64_MAX:
-        click.echo(f"No user has id {digits[:40]}{'…' if len(digits) > 40 else ''}.", err=True)
+    user_id = id_of_digits(value)
+    if user_id is None:
+        shown = value.lstrip("0") or "0"
+        click.echo(f"No user has id {shown[:40]}{'…' if len(shown) > 40 else ''}.", err=True)
         sys.exit(1)
-    return int(digits)
+    return user_id
 
 
 @click.command("create-token")

@@ -16,7 +16,7 @@ from werkzeug.routing import BaseConverter
 
 from commentsvc.operations import request_log
 from commentsvc.operations.commands import every_command
-from commentsvc.rules.identifiers import INT64_MAX
+from commentsvc.rules.identifiers import id_of_digits
 from commentsvc.web import openapi
 from commentsvc.web.errors import install_error_handler, to_response
 from commentsvc.web.on_duty import serve_on_duty
@@ -44,11 +44,7 @@ class AsciiIdConverter(BaseConverter):
     weight = 50
 
     def to_python(self, value: str) -> int | None:
-        digits = value.lstrip("0")  # leading zeros are allowed
-        if not digits or len(digits) > len(str(INT64_MAX)):
-            return None
-        number = int(digits)
-        return number if number <= INT64_MAX else None
+        return id_of_digits(value)
 
 
 # The converter the comment's own route names, registered in the app before that route.
