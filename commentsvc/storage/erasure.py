@@ -20,7 +20,6 @@ from commentsvc.rules.events import Subject
 from commentsvc.storage import outbox
 from commentsvc.storage.queries import erasure as q
 from commentsvc.storage.queries import writes
-from commentsvc.storage.queries.auth import USER_EXISTS
 from commentsvc.web import idempotency
 
 
@@ -39,14 +38,14 @@ def placeholder_name(user_id: int, attempt: int = 1) -> str:
     return f"erased-user-{user_id}" + (f"-{attempt}" if attempt > 1 else "")
 
 
-def free_placeholder(conn: Connection, user_id: int) -> str:
-    """The name the erased ``user_id`` keeps: the one it has if erased before and no other
-    user has that name since (erasing again changes nothing), else the first placeholder
-    no other user has."""
-    current = conn.execute(q.USERNAME, {"id": user_id}).scalar()
-    if re.fullmatch(rf"erased-user-{user_id}(-[2-9]|-[1-9][0-9]+)?", current or "") and \
+def free_placeholder(conn: Connection, user_id: int, current: str) -> str:
+    """The name the erased ``user_id`` keeps: ``current`` if a placeholder of it (erased
+    before) no other user has since (erasing again changes nothing), else the first
+    placeholder no other user has."""
+    first = re.escape(placeholder_name(user_id))
+    if re.fullmatch(rf"{first}(-[2-9]|-[1-9][0-9]+)?", current) and \
             not conn.execute(q.NAME_TAKEN, {"id": user_id, "username": current}).first():
-        return str(current)
+        return current
     attempt = 1
     while conn.execute(q.NAME_TAKEN, {"id": user_id,
                                       "username": placeholder_name(user_id, attempt)}).first():
@@ -77,14 +76,15 @@ def erase_user(conn: Connection, user_id: int,
     and the events still kept hold none of the user's text (storage.outbox). Comments on
     the user's profile written by others are theirs and stay.
     """
-    if conn.execute(USER_EXISTS, {"id": user_id}).first() is None:
+    current = conn.execute(q.USERNAME, {"id": user_id}).scalar()
+    if current is None:
         return None
     showing = [Subject(row.id, row.content_type, row.object_id, row.parent_id)
                for row in conn.execute(q.SHOWING_COMMENTS, {"id": user_id})]
     keys = {comments.key for shown in showing
             for comments in lists_of(shown.content_type, shown.object_id)}
     comments = conn.execute(q.ERASE_COMMENTS, {"id": user_id}).rowcount
-    name = free_placeholder(conn, user_id)
+    name = free_placeholder(conn, user_id, current)
     conn.execute(q.ANONYMISE_USER, {"id": user_id, "username": name})
     tokens = conn.execute(q.REVOKE_TOKENS, {"id": user_id}).rowcount
     idempotency.forget_user(conn, user_id)  # stored answers hold their text and name

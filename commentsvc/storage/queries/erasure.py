@@ -26,7 +26,7 @@ ERASE_COMMENTS = text("""
     WHERE author_id = :id AND (is_deleted = FALSE OR body <> '')
 """)
 
-# A user's name (primary key).
+# A user's name, or no row for no such user (primary key).
 USERNAME = text("""
     SELECT username FROM commentsvc_user WHERE id = :id
 """)
