@@ -21,6 +21,7 @@ from pg_cluster import PgCluster, skip_reason
 from bench import db_faults
 from harness.mixed_load import Load, stop_and_verify, verify
 from harness.servers import Gunicorn, prepare
+from harness.waiting import within
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
 
@@ -37,15 +38,6 @@ def cluster():
 @pytest.fixture
 def database(cluster):
     return cluster.create_database(f"load_{uuid.uuid4().hex[:8]}")
-
-
-def wait_for(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def test_database_stopped_under_load_is_503_then_service_again(cluster, database):
@@ -136,7 +128,7 @@ def test_silently_cut_and_frozen_connections_leave_no_transaction_open(cluster, 
     assert figures["first_post_ok_after_faults_seconds"] is not None, figures
     assert figures["first_post_ok_after_faults_seconds"] < 2 + 2 + 3, figures
     name = database.rsplit("/", 1)[1]
-    assert wait_for(lambda: cluster.query(db_faults.IDLE_IN_TRANSACTION, (name,))[0] == 0, 10)
+    assert within(10, lambda: cluster.query(db_faults.IDLE_IN_TRANSACTION, (name,))[0] == 0)
     assert run.log and all(line.startswith("{") for line in run.log)
     assert {a.status for a in run.answers} <= {200, 201, 204, 503}
 
@@ -148,14 +140,14 @@ def test_reload_and_a_terminated_worker_drop_no_request(database):
         load = Load(server.base, community, threads=6).start()
         time.sleep(2)
         server.signal(signal.SIGHUP)  # new workers start, the old ones finish and exit
-        assert wait_for(lambda: len(server.workers()) == 2 and not server.workers() & first,
-                        20)
+        assert within(20, lambda: len(server.workers()) == 2
+                      and not server.workers() & first)
         time.sleep(2)
         second = server.workers()
         victim = min(second)
         os.kill(victim, signal.SIGTERM)  # a sync worker ends its current request first
-        assert wait_for(lambda: len(server.workers()) == 2 and victim not in server.workers(),
-                        20)
+        assert within(20, lambda: len(server.workers()) == 2
+                      and victim not in server.workers())
         time.sleep(2)
         checks = stop_and_verify(load, server.base, database)
     assert checks["201 posts stored once"] > 0

@@ -40,6 +40,7 @@ from commentsvc.storage.replicas import measure_lag
 from commentsvc.storage.shared_page_cache import KEY_PREFIX
 from conftest import REDIS_TEST_URL, require_redis
 from harness.servers import Gunicorn, prepare, request
+from harness.waiting import within
 
 pytestmark = [pytest.mark.replicas,
               pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
@@ -227,10 +228,10 @@ def test_a_replica_cut_off_from_its_primary_counts_as_behind(site):
     conninfo = site.replica.query("SHOW primary_conninfo")[0]
     try:
         site.caught_up()
-        assert wait_for(lambda: measure_lag(engine) == 0)
+        assert within(30, lambda: measure_lag(engine) == 0)
         site.replica.query("ALTER SYSTEM SET primary_conninfo = ''")
         site.replica.query("SELECT pg_reload_conf()")
-        assert wait_for(lambda: not site.replica.query(
+        assert within(30, lambda: not site.replica.query(
             "SELECT EXISTS (SELECT FROM pg_stat_wal_receiver)")[0])
         assert measure_lag(engine) > 0
         site.reads_come_from(site.a, "primary")  # soon over node A's one second
@@ -296,10 +297,3 @@ def test_a_write_replaces_the_shared_cached_page(site):
     assert json.loads(store.get(stored))["marked"] is True
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 30) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
