@@ -21,6 +21,7 @@ import pytest
 from test_front import require_nginx
 
 from bench.slow_clients import Serve
+from commentsvc.operations.serving import STOP_SECONDS
 from commentsvc.storage import engine
 from conftest import insert_records, make_app
 from harness.mixed_load import Load, stop_and_verify
@@ -159,6 +160,42 @@ def test_sigterm_stops_nginx_then_gunicorn_and_exits_0(serve_url):
         assert not any(map(alive, pids))
         assert can_bind(served.port)
         assert not served.runtime_dir.joinpath("app.sock").exists()
+
+
+def gunicorn_started(launcher: int) -> bool:
+    """A gunicorn of ``launcher`` runs: its signal handlers are set, and nginx is yet to
+    start (once both gunicorns answer)."""
+    for pid in descendants(launcher):
+        try:
+            if b"gunicorn" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return True
+        except (FileNotFoundError, ProcessLookupError):  # ended meanwhile (init-db)
+            continue
+    return False
+
+
+def test_a_sigterm_while_the_stack_starts_stops_it(serve_url):
+    """systemd's stop during a slow start: the launcher passed it on to nginx as it
+    started, and nginx, not taking signals yet (SIGQUIT ignored as a shell's ``&`` leaves
+    it, here; else its handler noting it for a loop not yet entered), went on serving
+    until the launcher killed all after STOP_SECONDS."""
+    port = free_port()
+    launcher = subprocess.Popen(  # its own runtime directory, which it removes
+        SERVING + ["--port", str(port)], cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": serve_url}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGQUIT, signal.SIG_IGN))
+    try:
+        assert within(60, lambda: gunicorn_started(launcher.pid))
+        launcher.send_signal(signal.SIGTERM)
+        # a stop ends in seconds; a lost one, when the launcher kills what is left
+        assert within(STOP_SECONDS / 2, lambda: launcher.poll() is not None)
+        assert launcher.returncode == 0
+        assert within(SUPERVISOR_SECONDS, lambda: can_bind(port))
+    finally:
+        if launcher.poll() is None:
+            launcher.terminate()  # a second signal stops all at once
+            launcher.wait()
 
 
 def test_when_nginx_dies_the_launcher_stops_gunicorn_and_exits_1(serve_url):

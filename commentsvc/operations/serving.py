@@ -64,6 +64,8 @@ STOP_SECONDS = 40
 # The writers' gunicorn: its worker processes, and how much nicer than the readers' it runs.
 WRITE_WORKERS = 2
 WRITE_NICE = 10
+# What this process sends nginx (SIGTERM also at its death, PR_SET_PDEATHSIG).
+NGINX_SIGNALS = (signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Stack:
@@ -97,7 +99,11 @@ class Stack:
 
     def start(self) -> None:
         """Each gunicorn first (nginx would answer 502 until its socket exists), then
-        nginx."""
+        nginx, with the signals this process sends it blocked: its master unblocks them
+        only where its loop waits for them. A stop that came during the start, passed on
+        as soon as nginx was started, was lost otherwise (ignored, as a shell's ``&``
+        leaves SIGQUIT, or noted by nginx's handler before its loop, which then waited
+        for another), and nothing stopped until STOP_SECONDS had passed."""
         env = {**os.environ, "COMMENTSVC_TRUSTED_PROXIES": "1"}
         self.gunicorn = _child(self.gunicorn_command, env)
         started = [(self.gunicorn, self.socket, "gunicorn")]
@@ -111,7 +117,7 @@ class Stack:
                 if child.poll() is not None or time.monotonic() > deadline:
                     raise click.ClickException(f"{name} did not start (see its messages above)")
                 time.sleep(0.1)
-        self.nginx = _child(self.nginx_command, os.environ)
+        self.nginx = _child(self.nginx_command, os.environ, blocked=NGINX_SIGNALS)
 
     def check_nginx(self) -> None:
         """nginx reads its configuration (``nginx -t``) before anything starts: a program
@@ -210,14 +216,16 @@ def _gunicorn_command(bind: Path, workers: int, control_socket: Path,
             "--control-socket", str(control_socket), "--config", config, app]
 
 
-def _child(command: list[str], env: dict[str, str] | os._Environ[str],
-           nice: int = 0) -> subprocess.Popen[bytes]:
+def _child(command: list[str], env: dict[str, str] | os._Environ[str], nice: int = 0,
+           blocked: tuple[signal.Signals, ...] = ()) -> subprocess.Popen[bytes]:
     """A child in a process group of its own (a terminal's Ctrl-C reaches only this
     process, which stops the children in order) that ends when this process ends, ``nice``
-    steps below this process's CPU priority."""
+    steps below this process's CPU priority, started with the signals ``blocked`` (kept
+    pending until it unblocks them)."""
     parent = os.getpid()
 
     def before_exec() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
         end_with_parent(signal.SIGTERM, parent)
         if nice:
             os.nice(nice)
