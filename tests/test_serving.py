@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -162,16 +163,16 @@ def test_sigterm_stops_nginx_then_gunicorn_and_exits_0(serve_url):
         assert not served.runtime_dir.joinpath("app.sock").exists()
 
 
-def gunicorn_started(launcher: int) -> bool:
-    """A gunicorn of ``launcher`` runs: its signal handlers are set, and nginx is yet to
-    start (once both gunicorns answer)."""
+def running(launcher: int, word: bytes) -> set[int]:
+    """The processes under ``launcher`` whose command line holds ``word``."""
+    found = set()
     for pid in descendants(launcher):
         try:
-            if b"gunicorn" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
-                return True
-        except (FileNotFoundError, ProcessLookupError):  # ended meanwhile (init-db)
+            if word in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                found.add(pid)
+        except (FileNotFoundError, ProcessLookupError):
             continue
-    return False
+    return found
 
 
 def test_a_sigterm_while_the_stack_starts_stops_it(serve_url):
@@ -186,7 +187,9 @@ def test_a_sigterm_while_the_stack_starts_stops_it(serve_url):
         stderr=subprocess.DEVNULL,
         preexec_fn=lambda: signal.signal(signal.SIGQUIT, signal.SIG_IGN))
     try:
-        assert within(60, lambda: gunicorn_started(launcher.pid))
+        # a gunicorn runs: the launcher's handlers are set, and nginx is yet to start (once
+        # both gunicorns answer)
+        assert within(60, lambda: running(launcher.pid, b"gunicorn"))
         launcher.send_signal(signal.SIGTERM)
         # a stop ends in seconds; a lost one, when the launcher kills what is left
         assert within(STOP_SECONDS / 2, lambda: launcher.poll() is not None)
@@ -196,6 +199,39 @@ def test_a_sigterm_while_the_stack_starts_stops_it(serve_url):
         if launcher.poll() is None:
             launcher.terminate()  # a second signal stops all at once
             launcher.wait()
+
+
+def test_a_stop_before_the_stack_starts_ends_the_first_init_db_and_the_runtime_files():
+    """A SIGTERM while the first init-db waits for a database that says nothing: the
+    launcher ends at once with 0, its init-db ended and its runtime directory removed (the
+    signal's default action had ended it with -15 and left the directory behind); a SIGHUP
+    then (a reload) stops nothing."""
+    require_nginx()
+    with socket.socket() as silent, tempfile.TemporaryDirectory() as made:
+        silent.bind(("127.0.0.1", 0))  # accepts connections (the kernel does), answers none
+        silent.listen()
+        temporary = Path(made)
+        temporary.chmod(0o755)  # nginx's workers reach the runtime directory made in it
+        launcher = subprocess.Popen(
+            SERVING + ["--port", str(free_port())], cwd=ROOT, stderr=subprocess.PIPE,
+            env={**os.environ, "TMPDIR": str(temporary), "COMMENTSVC_DB_CONNECT_TIMEOUT": "60",
+                 "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/x"})
+        try:
+            assert within(60, lambda: running(launcher.pid, b"init-db"))
+            init_db = running(launcher.pid, b"init-db")
+            assert list(temporary.glob("commentsvc-serve-*"))
+            launcher.send_signal(signal.SIGHUP)
+            launcher.send_signal(signal.SIGTERM)
+            assert within(STOP_SECONDS / 2, lambda: launcher.poll() is not None)
+            assert launcher.returncode == 0
+            assert b"Stopped before the stack started." in launcher.communicate()[1]
+            assert not [pid for pid in init_db if alive(pid)]
+            assert not list(temporary.glob("commentsvc-serve-*"))
+        finally:
+            if launcher.poll() is None:
+                launcher.kill()
+            if launcher.stderr is not None and not launcher.stderr.closed:
+                launcher.communicate()
 
 
 def test_when_nginx_dies_the_launcher_stops_gunicorn_and_exits_1(serve_url):

@@ -58,6 +58,10 @@ def prepare(env: Mapping[str, str], seconds: float = SECONDS) -> bool:
         run.kill()
         run.wait()
         problem = f"init-db did not finish within {seconds:g} s"
+    except BaseException:  # a stop meanwhile (operations.serving.Stopped): the run ends too
+        run.kill()
+        run.wait()
+        raise
     else:
         if status == 0:
             return True

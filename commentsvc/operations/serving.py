@@ -242,6 +242,17 @@ def _accepts(path: Path) -> bool:
     return True
 
 
+class Stopped(Exception):
+    """A stop (SIGTERM, SIGINT) that came before the stack started: the launcher ends at
+    once (0), with what it had started ended and its own runtime directory removed, where
+    the signal's default action ended it on the spot (-15) and left both behind."""
+
+
+def _stop_before_start(signum: int, _frame: object) -> None:
+    if signum != signal.SIGHUP:  # a reload: the stack about to start reads all anew anyway
+        raise Stopped(signum)
+
+
 def serve(stack: Stack, tables: schema_at_start.Retry | None = None) -> int:
     """Run ``stack`` until a signal stops it (0) or a part of it ends on its own (1),
     making the service's tables meanwhile with ``tables`` (when the first try failed)."""
@@ -318,10 +329,13 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
     ports.check(host, port, f"commentsvc serve --port {other} "
                             f"(make serve: PORT={other} make serve)")
     owned = runtime_dir is None
-    if runtime_dir is None:
-        runtime_dir = Path(tempfile.mkdtemp(prefix="commentsvc-serve-"))
-    runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # until serve's own
+        signal.signal(signum, _stop_before_start)
+    status = 0
     try:
+        if runtime_dir is None:
+            runtime_dir = Path(tempfile.mkdtemp(prefix="commentsvc-serve-"))
+        runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             stack = Stack(host, port, workers, runtime_dir.resolve(), nginx,
                           gunicorn_config(Path.cwd()),
@@ -334,8 +348,10 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
         tables = None if schema_at_start.prepare(os.environ) else schema_at_start.Retry(
             os.environ)
         status = serve(stack, tables)
+    except Stopped:
+        click.echo("Stopped before the stack started.", err=True)
     finally:
-        if owned:
+        if owned and runtime_dir is not None:
             shutil.rmtree(runtime_dir, ignore_errors=True)
     sys.exit(status)
 
