@@ -66,6 +66,8 @@ WRITE_WORKERS = 2
 WRITE_NICE = 10
 # What this process sends nginx (SIGTERM also at its death, PR_SET_PDEATHSIG).
 NGINX_SIGNALS = (signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
+# What this process takes: a stop, a stop, a reload.
+LAUNCHER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Stack:
@@ -257,7 +259,7 @@ def serve(stack: Stack, tables: schema_at_start.Retry | None = None) -> int:
     """Run ``stack`` until a signal stops it (0) or a part of it ends on its own (1),
     making the service's tables meanwhile with ``tables`` (when the first try failed)."""
     pending: list[int] = []
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in LAUNCHER_SIGNALS:
         signal.signal(signum, lambda signum, _frame: pending.append(signum))
     status = 0
     try:
@@ -329,7 +331,7 @@ def serve_command(host: str, port: int, workers: int, write_workers: int, write_
     ports.check(host, port, f"commentsvc serve --port {other} "
                             f"(make serve: PORT={other} make serve)")
     owned = runtime_dir is None
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # until serve's own
+    for signum in LAUNCHER_SIGNALS:  # until serve's own
         signal.signal(signum, _stop_before_start)
     status = 0
     try:
