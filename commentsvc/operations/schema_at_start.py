@@ -52,20 +52,17 @@ def prepare(env: Mapping[str, str], seconds: float = SECONDS) -> bool:
     whether the database was checked, else one line on stderr saying the stack starts
     anyway (then ``Retry`` goes on)."""
     run = _run(env, quiet=False)
+    status: int | None = None
     try:
         status = run.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
-        run.kill()
-        run.wait()
-        problem = f"init-db did not finish within {seconds:g} s"
-    except BaseException:  # a stop meanwhile (operations.serving.Stopped): the run ends too
-        run.kill()
-        run.wait()
-        raise
-    else:
-        if status == 0:
-            return True
-        problem = f"init-db exited with status {status}"
+        pass
+    finally:  # a run that overstays, or a stop meanwhile (operations.serving.Stopped)
+        _end(run)
+    if status == 0:
+        return True
+    problem = (f"init-db did not finish within {seconds:g} s" if status is None else
+               f"init-db exited with status {status}")
     click.echo(f"The service's tables could not be checked ({problem}); starting anyway: "
                "requests answer 503 until the database answers, and /readyz says what "
                f"it lacks. Trying again in {RETRY_SECONDS} s, then less often.", err=True)
@@ -106,7 +103,12 @@ class Retry:
 
     def stop(self) -> None:
         if self.run is not None:
-            if self.run.poll() is None:
-                self.run.kill()
-            self.run.wait()
+            _end(self.run)
             self.run = None
+
+
+def _end(run: subprocess.Popen[bytes]) -> None:
+    """``run`` ended (killed if it still runs) and reaped."""
+    if run.poll() is None:
+        run.kill()
+    run.wait()
