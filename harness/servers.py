@@ -51,6 +51,16 @@ def scratch_database(prefix: str, admin: sa.Engine | None = None) -> Iterator[st
             server.dispose()
 
 
+@contextmanager
+def silent_database() -> Iterator[str]:
+    """The URL of a PostgreSQL server that takes connections (the kernel does) and never
+    answers, as a frozen one does."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        yield f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/comments"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -21,6 +21,7 @@ from commentsvc import __version__
 from commentsvc.operations import front, progress
 from commentsvc.standalone import cli
 from conftest import ADMIN_URL, SAMPLE_COPY
+from harness.servers import silent_database
 
 ROOT = Path(__file__).resolve().parents[1]
 # The ports check and the production launcher, run as `make run` and `make serve` run them.
@@ -99,10 +100,7 @@ def test_a_server_that_takes_the_connection_and_says_nothing_is_one_line():
     """A frozen PostgreSQL (its postmaster stopped): the kernel takes the connection, no
     answer comes, and the connection's deadline gives up: one line, as for one that is
     down."""
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        url = f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/comments"
+    with silent_database() as url:
         done = flask("init-db", env={"DATABASE_URL": url, "COMMENTSVC_DB_CONNECT_TIMEOUT": "2"})
     assert_one_line_error(done, "Cannot reach the PostgreSQL server")
 

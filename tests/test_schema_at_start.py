@@ -4,23 +4,18 @@ nothing must not keep `commentsvc serve` from starting."""
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 
 import sqlalchemy as sa
 
 from commentsvc.operations import schema_at_start
-from harness.servers import scratch_database
+from harness.servers import scratch_database, silent_database
 from harness.waiting import within
 
 
 def test_a_silent_database_is_given_up_on_after_its_time(capsys):
-    with socket.socket() as silent:  # accepts connections (the kernel does), answers none
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        port = silent.getsockname()[1]
-        env = {**os.environ, "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{port}/x",
-               "COMMENTSVC_DB_CONNECT_TIMEOUT": "60"}
+    with silent_database() as url:
+        env = {**os.environ, "DATABASE_URL": url, "COMMENTSVC_DB_CONNECT_TIMEOUT": "60"}
         assert schema_at_start.prepare(env, seconds=5) is False
     assert ("The service's tables could not be checked (init-db did not finish within 5 s); "
             "starting anyway") in capsys.readouterr().err
@@ -63,12 +58,8 @@ def test_the_retry_makes_the_tables_once_the_database_is_there():
 
 
 def test_stopping_the_retry_ends_its_run():
-    with socket.socket() as silent:  # a run that would wait long
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        env = {**os.environ, "DATABASE_URL":
-               f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/x",
-               "COMMENTSVC_DB_CONNECT_TIMEOUT": "60"}
+    with silent_database() as url:  # a run that would wait long
+        env = {**os.environ, "DATABASE_URL": url, "COMMENTSVC_DB_CONNECT_TIMEOUT": "60"}
         retry = schema_at_start.Retry(env, pause=0)
         retry.tick()
         run = retry.run

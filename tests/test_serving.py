@@ -26,7 +26,15 @@ from commentsvc.operations.serving import STOP_SECONDS
 from commentsvc.storage import engine
 from conftest import insert_records, make_app
 from harness.mixed_load import Load, stop_and_verify
-from harness.servers import LIST, Gunicorn, free_port, prepare, request, scratch_database
+from harness.servers import (
+    LIST,
+    Gunicorn,
+    free_port,
+    prepare,
+    request,
+    scratch_database,
+    silent_database,
+)
 from harness.waiting import within
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,15 +215,13 @@ def test_a_stop_before_the_stack_starts_ends_the_first_init_db_and_the_runtime_f
     signal's default action had ended it with -15 and left the directory behind); a SIGHUP
     then (a reload) stops nothing."""
     require_nginx()
-    with socket.socket() as silent, tempfile.TemporaryDirectory() as made:
-        silent.bind(("127.0.0.1", 0))  # accepts connections (the kernel does), answers none
-        silent.listen()
+    with silent_database() as url, tempfile.TemporaryDirectory() as made:
         temporary = Path(made)
         temporary.chmod(0o755)  # nginx's workers reach the runtime directory made in it
         launcher = subprocess.Popen(
             SERVING + ["--port", str(free_port())], cwd=ROOT, stderr=subprocess.PIPE,
             env={**os.environ, "TMPDIR": str(temporary), "COMMENTSVC_DB_CONNECT_TIMEOUT": "60",
-                 "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/x"})
+                 "DATABASE_URL": url})
         try:
             assert within(60, lambda: running(launcher.pid, b"init-db"))
             init_db = running(launcher.pid, b"init-db")
