@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from commentsvc.storage import engine as db
 from commentsvc.storage import posting, prepared, store
 from commentsvc.web import auth, current, idempotency, write_batches
+from commentsvc.web.deletion import Deletion
 from commentsvc.web.exceptions import PermissionDenied, ValidationFailed
 from commentsvc.web.rendering import locator
 from conftest import Community, make_app
@@ -252,6 +253,105 @@ def test_a_connection_that_lost_its_prepared_statements_still_writes(postgres_ur
             db.get_engine().dispose()
 
 
+def _posted_by_ann(app, bodies):
+    """Comments ``bodies`` written by ann, one batch each; their ids."""
+    ids = []
+    for body in bodies:
+        outcome = write_batch(app, lambda b=body: [request_of(ANN, body=b)])[0]
+        assert isinstance(outcome, write_batches.Posted)
+        ids.append(outcome.comment.id)
+    return ids
+
+
+def _delete(app, comment_id):
+    """A delete of ``comment_id`` by ann, as its own batch; its outcome."""
+    return write_batch(app, lambda: [
+        Deletion(ANN, comment_id, None, current.service().settings)])[0]
+
+
+def _assert_deleted_everywhere(app, ids, bodies):
+    """Each comment of ``ids`` blanked, and no comment.created event still holds its text."""
+    with app.app_context(), db.get_engine().connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT is_deleted, body FROM commentsvc_comment WHERE id IN :ids").bindparams(
+            sa.bindparam("ids", expanding=True)), {"ids": ids}).all()
+        payloads = conn.execute(sa.text(
+            "SELECT payload FROM commentsvc_event WHERE event_type = 'comment.created' "
+            "AND comment_id IN :ids").bindparams(sa.bindparam("ids", expanding=True)),
+            {"ids": ids}).scalars().all()
+    assert sorted(map(tuple, rows)) == [(True, "")] * len(ids)
+    assert len(payloads) == len(ids)
+    assert not [body for body in bodies if any(body in payload for payload in payloads)]
+
+
+def _plans(app) -> tuple[dict[str, list[int]], set[str]]:
+    """Generic and custom plans of each statement prepared on the pool's connections, and
+    the plan_cache_mode settings those connections are left with."""
+    with app.app_context():
+        engine = db.get_engine()
+        held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
+        plans: dict[str, list[int]] = {}
+        settings = set()
+        for connection in held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT name, generic_plans, custom_plans "
+                               "FROM pg_prepared_statements")
+                for name, generic, custom in cursor.fetchall():
+                    found = plans.setdefault(name, [0, 0])
+                    found[0] += generic
+                    found[1] += custom
+                cursor.execute("SHOW plan_cache_mode")
+                settings.add(cursor.fetchone()[0])
+            connection.rollback()
+        for connection in held:
+            connection.close()
+    return plans, settings
+
+
+def test_a_deletes_statements_run_prepared_on_their_one_generic_plan(postgres_url):
+    """A delete holds the writers' lock through three statements (its check's read, the
+    blanking, the texts rewritten), and planning them took longer than running them: each
+    is prepared once on a connection and runs on the one plan made then."""
+    app = make_app(postgres_url)
+    try:
+        Community(app)
+        bodies = [f"to be deleted {n}" for n in range(8)]
+        ids = _posted_by_ann(app, bodies)
+        for comment_id in ids:  # past the 5 custom plans PostgreSQL would try first
+            assert isinstance(_delete(app, comment_id), write_batches.Changed)
+        _assert_deleted_everywhere(app, ids, bodies)
+        plans, settings = _plans(app)
+        for name in ("commentsvc_comment_facts", "commentsvc_delete", "commentsvc_rewrite"):
+            assert plans[name][0] >= 8 and plans[name][1] == 0, plans
+        assert settings == {"auto"}
+        with app.app_context(), db.get_engine().connect() as conn:
+            assert_positions_exact(conn)
+    finally:
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_a_delete_on_a_connection_that_lost_its_prepared_statements_still_deletes(
+        postgres_url):
+    """As a post does: the batch runs again with its statements sent whole, from then on."""
+    app = make_app(postgres_url)
+    try:
+        Community(app)
+        bodies = ["deleted prepared", "deleted sent whole"]
+        ids = _posted_by_ann(app, bodies)
+        assert isinstance(_delete(app, ids[0]), write_batches.Changed)
+        _lose_prepared_statements(app)
+        assert isinstance(_delete(app, ids[1]), write_batches.Changed)
+        assert prepared._Switch.enabled is False
+        _assert_deleted_everywhere(app, ids, bodies)
+        refused = _delete(app, 10**6)  # and a missing comment is still a 404, sent whole
+        assert refused.status == 404
+    finally:
+        prepared._Switch.enabled = True
+        with app.app_context():
+            db.get_engine().dispose()
+
+
 def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres_url):
     """The same for the sign-in read every signed-in request makes (posts only here: a
     list read would take a pooled connection for its own kept one)."""
@@ -283,23 +383,7 @@ def test_a_batchs_statements_run_on_their_one_generic_plan_and_leave_the_setting
             assert isinstance(write_batch(app, lambda n=number: [
                 request_of(ANN, body=f"post {n}"), request_of(BOB, body=f"and {n}")])[0],
                 write_batches.Posted)
-        with app.app_context():
-            engine = db.get_engine()
-            held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
-            plans, settings = {}, set()
-            for connection in held:
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT name, generic_plans, custom_plans "
-                                   "FROM pg_prepared_statements")
-                    for name, generic, custom in cursor.fetchall():
-                        found = plans.setdefault(name, [0, 0])
-                        found[0] += generic
-                        found[1] += custom
-                    cursor.execute("SHOW plan_cache_mode")
-                    settings.add(cursor.fetchone()[0])
-                connection.rollback()
-            for connection in held:
-                connection.close()
+        plans, settings = _plans(app)
         for name in ("commentsvc_batch_facts", "commentsvc_write_batch"):
             assert plans[name][0] >= 8 and plans[name][1] == 0, plans
         assert settings == {"auto"}

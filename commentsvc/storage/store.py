@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from commentsvc.rules.comment_lists import CommentList, lists_of
 from commentsvc.rules.identifiers import INT64_MAX
+from commentsvc.storage import prepared
 from commentsvc.storage.queries import listing, positions, writes
 
 
@@ -241,12 +242,19 @@ class CommentFacts:
 
 
 def facts(conn: Connection, comment_id: int) -> CommentFacts | None:
-    """The comment's target, thread, author, state and shown fields; None if there is none."""
-    row = conn.execute(writes.COMMENT_FACTS, {"id": comment_id}).first()
-    return CommentFacts(row.id, row.content_type, row.object_id, row.parent_id,
-                        row.author_id, bool(row.is_deleted), row.username, row.avatar,
-                        row.date_added, bool(row.is_anonymous), bool(row.is_read)
-                        ) if row else None
+    """The comment's target, thread, author, state and shown fields; None if there is none.
+    ``conn`` is in a transaction (a writer's: a delete's or a read mark's check)."""
+    if conn.dialect.name == "postgresql":
+        found = prepared.run(conn, writes.COMMENT_FACTS_PREPARED, {"id": comment_id})
+    else:
+        found = list(conn.execute(writes.COMMENT_FACTS, {"id": comment_id}))
+    if not found:
+        return None
+    (found_id, content_type, object_id, parent_id, author_id, is_deleted, username, avatar,
+     date_added, is_anonymous, is_read) = found[0]
+    return CommentFacts(found_id, content_type, object_id, parent_id, author_id,
+                        bool(is_deleted), username, avatar, date_added, bool(is_anonymous),
+                        bool(is_read))
 
 
 def soft_delete(conn: Connection, comment_id: int,

@@ -3,8 +3,8 @@
 from it, its lists' versions raised, a comment.deleted event, and its text gone from the
 comment.created events and the keyed answers still kept.
 
-PostgreSQL applies it in two statements (queries.deletion), since the writers' lock is
-held meanwhile; SQLite runs in process and takes the steps one statement each.
+PostgreSQL applies it in two prepared statements (storage.deleting), since the writers'
+lock is held meanwhile; SQLite runs in process and takes the steps one statement each.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from sqlalchemy.engine import Connection
 
 from commentsvc.rules import events, permissions
 from commentsvc.rules.comment_lists import lists_of
-from commentsvc.storage import renders, store
-from commentsvc.storage.queries import deletion as q
+from commentsvc.storage import deleting, renders, store
 from commentsvc.web import idempotency
 from commentsvc.web.exceptions import NotFound, PermissionDenied
 from commentsvc.web.rendering import keep_deletion
@@ -77,22 +76,22 @@ def _apply_postgresql(conn: Connection, facts: store.CommentFacts, settings: Set
     subject = events.Subject(facts.id, facts.content_type, facts.object_id, facts.parent_id)
     event = events.new_event(events.DELETED, subject,
                              datetime.now(UTC).replace(tzinfo=None))  # as outbox.now()
-    rows = conn.execute(q.DELETE, {
+    rows = deleting.blank(conn, {
         "id": facts.id, "parent_id": facts.parent_id, "shown": shown, "shown_key": shown_key,
         "list_keys": [c.key for c in lists_of(facts.content_type, facts.object_id)],
         "uid": event.uid, "event_type": event.type, "created": event.created,
-        "payload": event.payload}).all()
+        "payload": event.payload})
     event_ids, payloads, user_ids, keys, bodies = [], [], [], [], []
-    for row in rows:
-        if row.kind == "event":
-            event_ids.append(row.id)
-            payloads.append(events.with_comment(row.body, shown))
-        elif row.kind == "answer" and row.body:
-            answer = orjson.loads(row.body)
+    for kind, row_id, idem_key, body, _changed in rows:
+        if kind == "event":
+            event_ids.append(row_id)
+            payloads.append(events.with_comment(body, shown))
+        elif kind == "answer" and body:
+            answer = orjson.loads(body)
             if idempotency.blank(answer, {facts.id}):
-                user_ids.append(row.id)
-                keys.append(row.idem_key)
+                user_ids.append(row_id)
+                keys.append(idem_key)
                 bodies.append(orjson.dumps(answer).decode("utf-8"))
     if event_ids or user_ids:
-        conn.execute(q.REWRITE, {"event_ids": event_ids, "payloads": payloads,
-                                 "user_ids": user_ids, "idem_keys": keys, "bodies": bodies})
+        deleting.rewrite(conn, {"event_ids": event_ids, "payloads": payloads,
+                                "user_ids": user_ids, "idem_keys": keys, "bodies": bodies})

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 from sqlalchemy import Boolean, DateTime, bindparam, text
 
+from commentsvc.storage.queries.prepared import Prepared
+
 # The lists a comment belongs to: its target (primary key).
 COMMENT_TARGET = text("""
     SELECT content_type, object_id FROM commentsvc_comment WHERE id = :id
 """)
 
 # What the permissions need to know of one comment, and what its stored render shows
-# (primary keys).
-COMMENT_FACTS = text("""
+# (primary keys). PostgreSQL runs it prepared (storage.prepared), under the writers' lock.
+_COMMENT_FACTS_BODY = """
     SELECT c.id, c.content_type, c.object_id, c.parent_id, c.author_id, c.is_deleted,
            u.username, u.avatar, c.date_added, c.is_anonymous, c.is_read
     FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
     WHERE c.id = :id
-""").columns(date_added=DateTime(), is_deleted=Boolean(), is_anonymous=Boolean(),
-             is_read=Boolean())
+"""
+COMMENT_FACTS = text(_COMMENT_FACTS_BODY).columns(
+    date_added=DateTime(), is_deleted=Boolean(), is_anonymous=Boolean(), is_read=Boolean())
+COMMENT_FACTS_PREPARED = Prepared("commentsvc_comment_facts", _COMMENT_FACTS_BODY,
+                                  {"id": "bigint"})
 
 # Soft-delete a comment, removing its text; no row when it was already deleted (primary
 # key).
