@@ -1,8 +1,13 @@
 """What one request costs inside the process, without HTTP: the bare Flask view against
 the service's page 1 with its response cache on and off (and, given ``--token``, read
-signed in, and a new comment posted by that key's user), called as WSGI applications.
+signed in, a new comment posted by that key's user, and one of that user's comments
+deleted), called as WSGI applications.
 
     DATABASE_URL=postgresql://... python bench/in_process.py [--requests 3000] [--token KEY]
+        [--checkout DIR]
+
+``--checkout DIR`` serves another checkout's service (an earlier commit) with this file's
+cases, for a comparison run by run (the cases of one run take turns, not the two runs).
 
 Each is called ``--requests`` times after a warm-up, the cases taking turns for
 ``--rounds`` rounds; the median microseconds a request are reported, of wall time and of
@@ -102,6 +107,20 @@ def poster(app: Flask, token: str) -> Callable[[], bytes]:
     return call
 
 
+def deleter(app: Flask, token: str, comments: int) -> Callable[[], bytes]:
+    """The app answering deletes by ``token``'s user of ``comments`` comments that user
+    posted first (``poster``), one each call, newest first; the body of each (each a 204).
+    """
+    post = poster(app, token)
+    waiting = [json.loads(post())["id"] for _ in range(comments)]
+
+    def call() -> bytes:
+        request = environ(path=f"/api/comments/{waiting.pop()}/", token=token)
+        request["REQUEST_METHOD"] = "DELETE"
+        return answered(app, request, "204")
+    return call
+
+
 def service_app(cache_mb: int) -> Flask:
     """The standalone service as the environment configures it (DATABASE_URL among the
     settings), with a response cache of ``cache_mb`` and no posting limit (the post case
@@ -148,8 +167,13 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--token", help="a sign-in key (flask create-token): page 1 is also "
-                                        "read signed in, with the cache on")
+                                        "read signed in, with the cache on; a comment "
+                                        "posted, and one deleted")
+    parser.add_argument("--checkout", type=Path,
+                        help="serve this checkout's service instead of this one's")
     args = parser.parse_args()
+    if args.checkout:  # before anything imports the service
+        sys.path.insert(0, str(args.checkout.resolve()))
     if not os.environ.get("DATABASE_URL"):
         print("set DATABASE_URL to the database to serve", file=sys.stderr)
         return 2
@@ -162,6 +186,9 @@ def main() -> int:
                                                     args.token)
         calls["service post, signed in"] = poster(apps["service page 1, cache on"],
                                                   args.token)
+        calls["service delete, signed in"] = deleter(
+            apps["service page 1, cache on"], args.token,
+            (args.requests + args.requests // 10) * args.rounds)
     bare = bare_app(calls["service page 1, cache on"]())
     calls = {"bare Flask view, same body": caller(bare), **calls}
     timings: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}

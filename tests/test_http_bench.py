@@ -15,6 +15,7 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 
 from bench import (
@@ -29,7 +30,7 @@ from bench import (
 )
 from commentsvc.storage import engine
 from commentsvc.web import auth
-from conftest import Community, checkpoint
+from conftest import Community, checkpoint, make_app
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -150,6 +151,28 @@ def test_the_in_process_bench_serves_the_environments_database(tmp_path: Path, m
     assert app.config["SQLALCHEMY_DATABASE_URI"] == url
     assert app.config["COMMENTSVC_RESPONSE_CACHE_MB"] == 0
     assert app.config["COMMENTSVC_POST_RATE_LIMIT"] == ""  # the post case posts hundreds
+
+
+def test_the_in_process_bench_deletes_comments_its_user_posted_first(tmp_path: Path,
+                                                                       monkeypatch):
+    url = f"sqlite:///{tmp_path / 'bench.sqlite3'}"
+    monkeypatch.setenv("DATABASE_URL", url)
+    app = make_app(url)  # the schema
+    people = Community(app)
+    service = in_process.service_app(64)
+    call = in_process.deleter(service, people.tokens["ann"], 3)
+    with app.app_context(), engine.get_engine().connect() as conn:
+        posted = conn.execute(sa.text(
+            "SELECT id FROM commentsvc_comment WHERE body LIKE 'in-process post %' "
+            "AND NOT is_deleted ORDER BY id")).scalars().all()
+    assert len(posted) == 3
+    assert [call(), call()] == [b"", b""]  # 204s
+    with app.app_context(), engine.get_engine().connect() as conn:
+        deleted = conn.execute(sa.text(
+            "SELECT id FROM commentsvc_comment WHERE is_deleted AND id IN :ids").bindparams(
+            sa.bindparam("ids", expanding=True)), {"ids": posted}).scalars().all()
+        engine.get_engine().dispose()
+    assert deleted == posted[1:]  # newest first
 
 
 def test_the_in_process_bench_times_only_200s():
