@@ -465,6 +465,14 @@ def walk(base: str, content_type: str, object_id: int) -> list[int]:
     return ids
 
 
+def chart_title(report: dict) -> str:
+    """The chart's title: how the service was served, on how many comments, how long."""
+    served = ("through the front (commentsvc serve)" if report.get("front")
+              else "under gunicorn alone")
+    return (f"Writes through HTTP {served}, {report['comments']:,} comments seeded, "
+            f"{report['duration_s']:g} s per step")
+
+
 def chart(report: dict, path: Path) -> None:
     """Writes a second and p99 by clients, each checkout a line."""
     import matplotlib
@@ -489,8 +497,7 @@ def chart(report: dict, path: Path) -> None:
         axes.set_title(title)
         axes.grid(alpha=0.3)
         axes.legend()
-    figure.suptitle(f"Writes through HTTP, {report['comments']:,} comments seeded, "
-                    f"{report['duration_s']:g} s per step")
+    figure.suptitle(chart_title(report))
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)

@@ -319,6 +319,14 @@ def test_busy_threads_run_while_the_block_runs_and_stop_after():
     assert busy() == 0
 
 
+def test_the_write_bench_chart_says_how_the_service_was_served():
+    report = {"comments": 100_000, "duration_s": 8.0}
+    assert write_bench.chart_title({**report, "front": True}) == (
+        "Writes through HTTP through the front (commentsvc serve), 100,000 comments "
+        "seeded, 8 s per step")
+    assert "under gunicorn alone" in write_bench.chart_title({**report, "front": False})
+
+
 def test_the_write_bench_reports_each_figure_as_its_median_over_the_rounds():
     def step(rate, p99, errors, statuses, lock):
         return {"per_second": rate, "by_kind_per_second": {"post": rate * 0.7},
