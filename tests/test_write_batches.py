@@ -352,6 +352,59 @@ def test_a_delete_on_a_connection_that_lost_its_prepared_statements_still_delete
             db.get_engine().dispose()
 
 
+def _prepared_by_another_client(app, names) -> None:
+    """Every pooled connection's session holds statements of these names that its pool
+    record does not know of (as a pooler hands a session another client prepared on)."""
+    with app.app_context():
+        engine = db.get_engine()
+        held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
+        for connection in held:
+            with connection.cursor() as cursor:
+                for name in names:
+                    cursor.execute(f"PREPARE {name} AS SELECT 1")
+            connection.commit()
+        for connection in held:
+            connection.close()
+
+
+def test_writes_meeting_a_session_where_their_statements_are_prepared_already_still_write(
+        postgres_url):
+    """Behind a pooler in transaction mode the PREPARE of a name another client prepared
+    on that session fails: the batch runs again with its statements sent whole, from then
+    on, for posts and deletes alike."""
+    app = make_app(postgres_url)
+    try:
+        Community(app)
+        _prepared_by_another_client(app, ["commentsvc_batch_facts", "commentsvc_comment_facts"])
+        outcome = write_batch(app, lambda: [request_of(ANN, body="met a pooler's session")])[0]
+        assert isinstance(outcome, write_batches.Posted)
+        assert prepared._Switch.enabled is False
+        assert isinstance(_delete(app, outcome.comment.id), write_batches.Changed)
+        _assert_deleted_everywhere(app, [outcome.comment.id], ["met a pooler's session"])
+        with app.app_context(), db.get_engine().connect() as conn:
+            assert_positions_exact(conn)
+    finally:
+        prepared._Switch.enabled = True
+        with app.app_context():
+            db.get_engine().dispose()
+
+
+def test_a_delete_meeting_a_session_where_its_check_is_prepared_already_still_deletes(
+        postgres_url):
+    app = make_app(postgres_url)
+    try:
+        Community(app)
+        ids = _posted_by_ann(app, ["prepared by another client"])  # posts' statements kept
+        _prepared_by_another_client(app, ["commentsvc_comment_facts"])
+        assert isinstance(_delete(app, ids[0]), write_batches.Changed)
+        assert prepared._Switch.enabled is False
+        _assert_deleted_everywhere(app, ids, ["prepared by another client"])
+    finally:
+        prepared._Switch.enabled = True
+        with app.app_context():
+            db.get_engine().dispose()
+
+
 def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres_url):
     """The same for the sign-in read every signed-in request makes (posts only here: a
     list read would take a pooled connection for its own kept one)."""

@@ -3,10 +3,13 @@
 A batch of posts is read and written in two large statements (queries.posting); sent
 whole, the server parses and plans each one again every time, which costs more than
 running it. Prepared on each connection the first time that connection runs it, each is
-then only executed. A server or pooler that keeps no prepared statements (PgBouncer in
-transaction mode) answers the first execution that misses its statement with an error:
-that transaction is lost (web.write_batches runs its batch once more) and this process
-sends the statements whole from then on, as the list reads do (storage.counters).
+then only executed. Behind a pooler that hands each transaction whichever server
+session is free (PgBouncer in transaction mode), a connection's statements are not its
+own: the first execution that meets a session without its statement fails, and so does
+the first PREPARE that meets a session where another client prepared that name. Either
+way that transaction is lost (web.write_batches runs its batch once more) and this
+process sends the statements whole from then on, as the list reads do
+(storage.counters).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from sqlalchemy.exc import DBAPIError
 from commentsvc.storage import driver_cursor
 from commentsvc.storage.queries.prepared import Prepared
 
-# SQLSTATE of "prepared statement ... does not exist".
+# SQLSTATE of "prepared statement ... does not exist", and of "... already exists".
 UNDEFINED_PREPARED_STATEMENT = "26000"
+DUPLICATE_PREPARED_STATEMENT = "42P05"
 
 # The names this connection has prepared, in its pool record (kept as long as the
 # connection is).
@@ -34,9 +38,12 @@ class _Switch:
 
 
 def gone(exc: DBAPIError) -> bool:
-    """The error of a connection that had lost a statement it had prepared; this process
-    sends the statements whole from then on, so the same work may run again at once."""
-    return getattr(exc.orig, "pgcode", None) == UNDEFINED_PREPARED_STATEMENT
+    """The error of a connection whose prepared statements are not its own: one it had
+    prepared is missing, or one it prepares was there already (a pooler's session); this
+    process sends the statements whole from then on, so the same work may run again at
+    once."""
+    return getattr(exc.orig, "pgcode", None) in (UNDEFINED_PREPARED_STATEMENT,
+                                                 DUPLICATE_PREPARED_STATEMENT)
 
 
 def run(conn: Connection, statement: Prepared, params: dict[str, Any]) -> list[Any]:
