@@ -405,6 +405,37 @@ def test_a_delete_meeting_a_session_where_its_check_is_prepared_already_still_de
             db.get_engine().dispose()
 
 
+def test_a_post_written_alone_that_meets_its_statements_gone_still_writes(postgres_url,
+                                                                          monkeypatch):
+    """A batch refused for one post runs each post alone; the first of those to meet a
+    session without its prepared statements runs again sent whole, as a batch does."""
+    app = make_app(postgres_url)
+    remember = idempotency.remember
+
+    def taken(conn, write, *args, **kwargs):
+        if write is not None and write.key == "taken":
+            conn.exec_driver_sql("DEALLOCATE ALL")  # not undone by the rollback
+            raise idempotency.KeyInUse()
+        return remember(conn, write, *args, **kwargs)
+
+    try:
+        Community(app)
+        with app.app_context():
+            db.get_engine().pool.dispose()  # one connection from here on, used again
+        monkeypatch.setattr(idempotency, "remember", taken)
+        outcomes = write_batch(app, lambda: [request_of(ANN, body="before"),
+                                             request_of(BOB, key="taken", body="unlucky")])
+        assert isinstance(outcomes[0], write_batches.Posted), outcomes[0]
+        assert isinstance(outcomes[1], idempotency.KeyInUse)
+        assert prepared._Switch.enabled is False
+        with app.app_context(), db.get_engine().connect() as conn:
+            assert_positions_exact(conn)
+    finally:
+        prepared._Switch.enabled = True
+        with app.app_context():
+            db.get_engine().dispose()
+
+
 def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres_url):
     """The same for the sign-in read every signed-in request makes (posts only here: a
     list read would take a pooled connection for its own kept one)."""

@@ -168,8 +168,10 @@ def _outage(exc: Exception) -> bool:
 
 
 def _alone(service: CommentService, item: Item) -> Outcome:
+    """One write of a refused batch in a batch of its own (``write``: it too runs once
+    more, sent whole, if it is the first to meet prepared statements not its own)."""
     try:
-        return _write(service, lambda: [item])[0]
+        return write(service, lambda: [item])[0]
     except Exception as exc:  # this write's own failure
         return exc
 
