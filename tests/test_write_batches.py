@@ -8,6 +8,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from commentsvc.storage import engine as db
@@ -219,38 +220,51 @@ def test_posts_at_once_are_batched_and_every_list_stays_exact(app, community, mo
     assert [comment for _, _, comment in events_of(app)] == comment_ids
 
 
-def _lose_prepared_statements(app) -> None:
-    """Every pooled connection forgets what it prepared; their pool records still say
-    prepared (as behind a pooler that hands another session)."""
+def _on_every_pooled_connection(app, statements) -> None:
+    """``statements`` run on every connection the app's pool holds (one at least), past
+    the pool: what its records say of the connections stays as it was."""
     with app.app_context():
         engine = db.get_engine()
         held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
         for connection in held:
             with connection.cursor() as cursor:
-                cursor.execute("DEALLOCATE ALL")
+                for statement in statements:
+                    cursor.execute(statement)
             connection.commit()
         for connection in held:
             connection.close()
 
 
-def test_a_connection_that_lost_its_prepared_statements_still_writes(postgres_url):
+def _lose_prepared_statements(app) -> None:
+    """Every pooled connection forgets what it prepared; their pool records still say
+    prepared (as behind a pooler that hands another session)."""
+    _on_every_pooled_connection(app, ["DEALLOCATE ALL"])
+
+
+@pytest.fixture
+def pg_app(postgres_url):
+    """A PostgreSQL app with the community loaded; afterwards the process prepares its
+    statements again (a test may have switched that off) and the app's connections close."""
+    app = make_app(postgres_url)
+    Community(app)
+    yield app
+    prepared._Switch.enabled = True
+    with app.app_context():
+        db.get_engine().dispose()
+
+
+def test_a_connection_that_lost_its_prepared_statements_still_writes(pg_app):
     """A pooler may hand a session that no longer has what this connection prepared: the
     batch runs again with its statements sent whole, from then on."""
-    app = make_app(postgres_url)
-    try:
-        Community(app)
-        assert isinstance(write_batch(app, lambda: [request_of(ANN, body="prepared")])[0],
-                          write_batches.Posted)
-        _lose_prepared_statements(app)
-        outcome = write_batch(app, lambda: [request_of(ANN, body="sent whole")])[0]
-        assert isinstance(outcome, write_batches.Posted)
-        assert prepared._Switch.enabled is False
-        with app.app_context(), db.get_engine().connect() as conn:
-            assert_positions_exact(conn)
-    finally:
-        prepared._Switch.enabled = True
-        with app.app_context():
-            db.get_engine().dispose()
+    app = pg_app
+    assert isinstance(write_batch(app, lambda: [request_of(ANN, body="prepared")])[0],
+                      write_batches.Posted)
+    _lose_prepared_statements(app)
+    outcome = write_batch(app, lambda: [request_of(ANN, body="sent whole")])[0]
+    assert isinstance(outcome, write_batches.Posted)
+    assert prepared._Switch.enabled is False
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
 
 
 def _posted_by_ann(app, bodies):
@@ -308,108 +322,75 @@ def _plans(app) -> tuple[dict[str, list[int]], set[str]]:
     return plans, settings
 
 
-def test_a_deletes_statements_run_prepared_on_their_one_generic_plan(postgres_url):
+def test_a_deletes_statements_run_prepared_on_their_one_generic_plan(pg_app):
     """A delete holds the writers' lock through three statements (its check's read, the
     blanking, the texts rewritten), and planning them took longer than running them: each
     is prepared once on a connection and runs on the one plan made then."""
-    app = make_app(postgres_url)
-    try:
-        Community(app)
-        bodies = [f"to be deleted {n}" for n in range(8)]
-        ids = _posted_by_ann(app, bodies)
-        for comment_id in ids:  # past the 5 custom plans PostgreSQL would try first
-            assert isinstance(_delete(app, comment_id), write_batches.Changed)
-        _assert_deleted_everywhere(app, ids, bodies)
-        plans, settings = _plans(app)
-        for name in ("commentsvc_comment_facts", "commentsvc_delete", "commentsvc_rewrite"):
-            assert plans[name][0] >= 8 and plans[name][1] == 0, plans
-        assert settings == {"auto"}
-        with app.app_context(), db.get_engine().connect() as conn:
-            assert_positions_exact(conn)
-    finally:
-        with app.app_context():
-            db.get_engine().dispose()
+    app = pg_app
+    bodies = [f"to be deleted {n}" for n in range(8)]
+    ids = _posted_by_ann(app, bodies)
+    for comment_id in ids:  # past the 5 custom plans PostgreSQL would try first
+        assert isinstance(_delete(app, comment_id), write_batches.Changed)
+    _assert_deleted_everywhere(app, ids, bodies)
+    plans, settings = _plans(app)
+    for name in ("commentsvc_comment_facts", "commentsvc_delete", "commentsvc_rewrite"):
+        assert plans[name][0] >= 8 and plans[name][1] == 0, plans
+    assert settings == {"auto"}
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
 
 
 def test_a_delete_on_a_connection_that_lost_its_prepared_statements_still_deletes(
-        postgres_url):
+        pg_app):
     """As a post does: the batch runs again with its statements sent whole, from then on."""
-    app = make_app(postgres_url)
-    try:
-        Community(app)
-        bodies = ["deleted prepared", "deleted sent whole"]
-        ids = _posted_by_ann(app, bodies)
-        assert isinstance(_delete(app, ids[0]), write_batches.Changed)
-        _lose_prepared_statements(app)
-        assert isinstance(_delete(app, ids[1]), write_batches.Changed)
-        assert prepared._Switch.enabled is False
-        _assert_deleted_everywhere(app, ids, bodies)
-        refused = _delete(app, 10**6)  # and a missing comment is still a 404, sent whole
-        assert refused.status == 404
-    finally:
-        prepared._Switch.enabled = True
-        with app.app_context():
-            db.get_engine().dispose()
+    app = pg_app
+    bodies = ["deleted prepared", "deleted sent whole"]
+    ids = _posted_by_ann(app, bodies)
+    assert isinstance(_delete(app, ids[0]), write_batches.Changed)
+    _lose_prepared_statements(app)
+    assert isinstance(_delete(app, ids[1]), write_batches.Changed)
+    assert prepared._Switch.enabled is False
+    _assert_deleted_everywhere(app, ids, bodies)
+    refused = _delete(app, 10**6)  # and a missing comment is still a 404, sent whole
+    assert refused.status == 404
 
 
 def _prepared_by_another_client(app, names) -> None:
     """Every pooled connection's session holds statements of these names that its pool
     record does not know of (as a pooler hands a session another client prepared on)."""
-    with app.app_context():
-        engine = db.get_engine()
-        held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
-        for connection in held:
-            with connection.cursor() as cursor:
-                for name in names:
-                    cursor.execute(f"PREPARE {name} AS SELECT 1")
-            connection.commit()
-        for connection in held:
-            connection.close()
+    _on_every_pooled_connection(app, [f"PREPARE {name} AS SELECT 1" for name in names])
 
 
 def test_writes_meeting_a_session_where_their_statements_are_prepared_already_still_write(
-        postgres_url):
+        pg_app):
     """Behind a pooler in transaction mode the PREPARE of a name another client prepared
     on that session fails: the batch runs again with its statements sent whole, from then
     on, for posts and deletes alike."""
-    app = make_app(postgres_url)
-    try:
-        Community(app)
-        _prepared_by_another_client(app, ["commentsvc_batch_facts", "commentsvc_comment_facts"])
-        outcome = write_batch(app, lambda: [request_of(ANN, body="met a pooler's session")])[0]
-        assert isinstance(outcome, write_batches.Posted)
-        assert prepared._Switch.enabled is False
-        assert isinstance(_delete(app, outcome.comment.id), write_batches.Changed)
-        _assert_deleted_everywhere(app, [outcome.comment.id], ["met a pooler's session"])
-        with app.app_context(), db.get_engine().connect() as conn:
-            assert_positions_exact(conn)
-    finally:
-        prepared._Switch.enabled = True
-        with app.app_context():
-            db.get_engine().dispose()
+    app = pg_app
+    _prepared_by_another_client(app, ["commentsvc_batch_facts", "commentsvc_comment_facts"])
+    outcome = write_batch(app, lambda: [request_of(ANN, body="met a pooler's session")])[0]
+    assert isinstance(outcome, write_batches.Posted)
+    assert prepared._Switch.enabled is False
+    assert isinstance(_delete(app, outcome.comment.id), write_batches.Changed)
+    _assert_deleted_everywhere(app, [outcome.comment.id], ["met a pooler's session"])
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
 
 
 def test_a_delete_meeting_a_session_where_its_check_is_prepared_already_still_deletes(
-        postgres_url):
-    app = make_app(postgres_url)
-    try:
-        Community(app)
-        ids = _posted_by_ann(app, ["prepared by another client"])  # posts' statements kept
-        _prepared_by_another_client(app, ["commentsvc_comment_facts"])
-        assert isinstance(_delete(app, ids[0]), write_batches.Changed)
-        assert prepared._Switch.enabled is False
-        _assert_deleted_everywhere(app, ids, ["prepared by another client"])
-    finally:
-        prepared._Switch.enabled = True
-        with app.app_context():
-            db.get_engine().dispose()
+        pg_app):
+    app = pg_app
+    ids = _posted_by_ann(app, ["prepared by another client"])  # posts' statements kept
+    _prepared_by_another_client(app, ["commentsvc_comment_facts"])
+    assert isinstance(_delete(app, ids[0]), write_batches.Changed)
+    assert prepared._Switch.enabled is False
+    _assert_deleted_everywhere(app, ids, ["prepared by another client"])
 
 
-def test_a_post_written_alone_that_meets_its_statements_gone_still_writes(postgres_url,
-                                                                          monkeypatch):
+def test_a_post_written_alone_that_meets_its_statements_gone_still_writes(pg_app, monkeypatch):
     """A batch refused for one post runs each post alone; the first of those to meet a
     session without its prepared statements runs again sent whole, as a batch does."""
-    app = make_app(postgres_url)
+    app = pg_app
     remember = idempotency.remember
 
     def taken(conn, write, *args, **kwargs):
@@ -418,22 +399,16 @@ def test_a_post_written_alone_that_meets_its_statements_gone_still_writes(postgr
             raise idempotency.KeyInUse()
         return remember(conn, write, *args, **kwargs)
 
-    try:
-        Community(app)
-        with app.app_context():
-            db.get_engine().pool.dispose()  # one connection from here on, used again
-        monkeypatch.setattr(idempotency, "remember", taken)
-        outcomes = write_batch(app, lambda: [request_of(ANN, body="before"),
-                                             request_of(BOB, key="taken", body="unlucky")])
-        assert isinstance(outcomes[0], write_batches.Posted), outcomes[0]
-        assert isinstance(outcomes[1], idempotency.KeyInUse)
-        assert prepared._Switch.enabled is False
-        with app.app_context(), db.get_engine().connect() as conn:
-            assert_positions_exact(conn)
-    finally:
-        prepared._Switch.enabled = True
-        with app.app_context():
-            db.get_engine().dispose()
+    with app.app_context():
+        db.get_engine().pool.dispose()  # one connection from here on, used again
+    monkeypatch.setattr(idempotency, "remember", taken)
+    outcomes = write_batch(app, lambda: [request_of(ANN, body="before"),
+                                         request_of(BOB, key="taken", body="unlucky")])
+    assert isinstance(outcomes[0], write_batches.Posted), outcomes[0]
+    assert isinstance(outcomes[1], idempotency.KeyInUse)
+    assert prepared._Switch.enabled is False
+    with app.app_context(), db.get_engine().connect() as conn:
+        assert_positions_exact(conn)
 
 
 def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres_url):
@@ -455,22 +430,17 @@ def test_a_sign_in_read_that_lost_its_prepared_statement_still_signs_in(postgres
 
 
 def test_a_batchs_statements_run_on_their_one_generic_plan_and_leave_the_setting(
-        postgres_url):
+        pg_app):
     """Planning the batch's statements again for each batch cost more than running them:
     each runs on the plan made once (pg_prepared_statements counts no custom plan), and
     the setting ends with the transaction, so the connection keeps the server's default
     for a host's own statements."""
-    app = make_app(postgres_url)
-    try:
-        Community(app)
-        for number in range(8):  # past the 5 custom plans PostgreSQL would try first
-            assert isinstance(write_batch(app, lambda n=number: [
-                request_of(ANN, body=f"post {n}"), request_of(BOB, body=f"and {n}")])[0],
-                write_batches.Posted)
-        plans, settings = _plans(app)
-        for name in ("commentsvc_batch_facts", "commentsvc_write_batch"):
-            assert plans[name][0] >= 8 and plans[name][1] == 0, plans
-        assert settings == {"auto"}
-    finally:
-        with app.app_context():
-            db.get_engine().dispose()
+    app = pg_app
+    for number in range(8):  # past the 5 custom plans PostgreSQL would try first
+        assert isinstance(write_batch(app, lambda n=number: [
+            request_of(ANN, body=f"post {n}"), request_of(BOB, body=f"and {n}")])[0],
+            write_batches.Posted)
+    plans, settings = _plans(app)
+    for name in ("commentsvc_batch_facts", "commentsvc_write_batch"):
+        assert plans[name][0] >= 8 and plans[name][1] == 0, plans
+    assert settings == {"auto"}
