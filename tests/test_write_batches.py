@@ -220,25 +220,32 @@ def test_posts_at_once_are_batched_and_every_list_stays_exact(app, community, mo
     assert [comment for _, _, comment in events_of(app)] == comment_ids
 
 
-def _on_every_pooled_connection(app, statements) -> None:
-    """``statements`` run on every connection the app's pool holds (one at least), past
-    the pool: what its records say of the connections stays as it was."""
+def _on_every_pooled_connection(app, use) -> None:
+    """``use(cursor)`` on every connection the app's pool holds (one at least), past the
+    pool: what its records say of the connections stays as it was."""
     with app.app_context():
         engine = db.get_engine()
         held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
         for connection in held:
             with connection.cursor() as cursor:
-                for statement in statements:
-                    cursor.execute(statement)
+                use(cursor)
             connection.commit()
         for connection in held:
             connection.close()
 
 
+def _run_on_every_pooled_connection(app, statements) -> None:
+    def run(cursor) -> None:
+        for statement in statements:
+            cursor.execute(statement)
+
+    _on_every_pooled_connection(app, run)
+
+
 def _lose_prepared_statements(app) -> None:
     """Every pooled connection forgets what it prepared; their pool records still say
     prepared (as behind a pooler that hands another session)."""
-    _on_every_pooled_connection(app, ["DEALLOCATE ALL"])
+    _run_on_every_pooled_connection(app, ["DEALLOCATE ALL"])
 
 
 @pytest.fixture
@@ -301,24 +308,19 @@ def _assert_deleted_everywhere(app, ids, bodies):
 def _plans(app) -> tuple[dict[str, list[int]], set[str]]:
     """Generic and custom plans of each statement prepared on the pool's connections, and
     the plan_cache_mode settings those connections are left with."""
-    with app.app_context():
-        engine = db.get_engine()
-        held = [engine.raw_connection() for _ in range(max(1, engine.pool.checkedin()))]
-        plans: dict[str, list[int]] = {}
-        settings = set()
-        for connection in held:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT name, generic_plans, custom_plans "
-                               "FROM pg_prepared_statements")
-                for name, generic, custom in cursor.fetchall():
-                    found = plans.setdefault(name, [0, 0])
-                    found[0] += generic
-                    found[1] += custom
-                cursor.execute("SHOW plan_cache_mode")
-                settings.add(cursor.fetchone()[0])
-            connection.rollback()
-        for connection in held:
-            connection.close()
+    plans: dict[str, list[int]] = {}
+    settings = set()
+
+    def read(cursor) -> None:
+        cursor.execute("SELECT name, generic_plans, custom_plans FROM pg_prepared_statements")
+        for name, generic, custom in cursor.fetchall():
+            found = plans.setdefault(name, [0, 0])
+            found[0] += generic
+            found[1] += custom
+        cursor.execute("SHOW plan_cache_mode")
+        settings.add(cursor.fetchone()[0])
+
+    _on_every_pooled_connection(app, read)
     return plans, settings
 
 
@@ -358,7 +360,7 @@ def test_a_delete_on_a_connection_that_lost_its_prepared_statements_still_delete
 def _prepared_by_another_client(app, names) -> None:
     """Every pooled connection's session holds statements of these names that its pool
     record does not know of (as a pooler hands a session another client prepared on)."""
-    _on_every_pooled_connection(app, [f"PREPARE {name} AS SELECT 1" for name in names])
+    _run_on_every_pooled_connection(app, [f"PREPARE {name} AS SELECT 1" for name in names])
 
 
 def test_writes_meeting_a_session_where_their_statements_are_prepared_already_still_write(
