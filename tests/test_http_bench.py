@@ -25,6 +25,7 @@ from bench import (
     instructions,
     lock_hold,
     long_tail,
+    page_parts,
     sql_bench,
     write_bench,
 )
@@ -173,6 +174,38 @@ def test_the_in_process_bench_deletes_comments_its_user_posted_first(tmp_path: P
             sa.bindparam("ids", expanding=True)), {"ids": posted}).scalars().all()
         engine.get_engine().dispose()
     assert deleted == posted[1:]  # newest first
+
+
+def test_the_page_parts_bench_times_every_part_of_page_1_and_the_last(pg_app, monkeypatch):
+    Community(pg_app)  # the site's list, newest first: 103, 102 | 101 (a reply), 100 (its root)
+    url = pg_app.config["COMMENTSVC_DATABASE_URL"]
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("COMMENTSVC_PAGE_SIZE", "2")
+    service = in_process.service_app(0)
+    try:
+        found = page_parts.run(service, url, 3, 2)
+    finally:
+        with service.app_context():
+            engine.get_engine().dispose()
+    assert found["comments"] == {"page 1": 2, "last page": 3}  # 100 embeds 101
+    for page in page_parts.PAGES:
+        assert len(found["rounds"][page]) == 2
+        assert all(found["parts"][page][part] > 0 for part in page_parts.PARTS)
+    assert set(found["per comment"]) == set(page_parts.PARTS)
+
+
+def test_a_comment_more_costs_the_last_pages_excess_over_the_comments_it_holds_more():
+    parts = {"page 1": dict.fromkeys(page_parts.PARTS, 100.0),
+             "last page": {**dict.fromkeys(page_parts.PARTS, 148.0), "database CPU": None}}
+    each = page_parts.per_comment(parts, {"page 1": 10, "last page": 26})
+    assert each == {**dict.fromkeys(page_parts.PARTS, 3.0), "database CPU": None}
+    same = page_parts.per_comment(parts, {"page 1": 10, "last page": 10})
+    assert set(same.values()) == {None}  # no more comments: nothing to divide by
+    rounds = [{**dict.fromkeys(page_parts.PARTS, value), "driver CPU": None if value == 3 else 1}
+              for value in (1.0, 5.0, 3.0)]
+    assert page_parts.medians(rounds) == {**dict.fromkeys(page_parts.PARTS, 3.0),
+                                          "driver CPU": None}
+    assert page_parts.backend_cpu_us(2**31) is None  # no such process on this machine
 
 
 def test_the_in_process_bench_times_only_200s():
