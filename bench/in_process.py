@@ -68,9 +68,14 @@ def answered(app: Callable, request: dict, expected: str) -> bytes:
     return content
 
 
-def caller(app: Callable, token: str | None = None) -> Callable[[], bytes]:
-    """The app's page 1, as a WSGI server would call it; its body (each a 200)."""
-    return lambda: answered(app, environ(token=token), "200")
+def caller(app: Callable, token: str | None = None, query: str = "") -> Callable[[], bytes]:
+    """The app's page 1 (or the page ``query`` asks for), as a WSGI server would call it;
+    its body (each a 200)."""
+    def call() -> bytes:
+        request = environ(token=token)
+        request["QUERY_STRING"] = query
+        return answered(app, request, "200")
+    return call
 
 
 def random_pager(app: Callable, seed: int = 7) -> Callable[[], bytes]:

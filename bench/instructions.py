@@ -6,7 +6,8 @@ times on a shared machine move by a tenth or more.
         [--token KEY] [--before DIR] [--json FILE] [--only TEXT]
 
 Each case (the service's page 1 with its response cache on, and off, random pages of the
-whole site's list with the cache on (the same pages each run), and given
+whole site's list with the cache on (the same pages each run), its last page with the
+cache off (on a big list, the page that holds the most replies), and given
 ``--token`` read signed in with the cache on, and a new comment posted by that key's
 user, as bench/in_process.py calls them) runs in a
 process of its own under callgrind twice: after its warm-up once with no request, once
@@ -32,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Each case's mode: the service's response cache in MB, or "bare" (the bare Flask view with
 # page 1's body, bench/bare_app.py) with the one statement it runs, if any.
-CASES = {"page 1, cache on": "64", "page 1, cache off": "0", "random pages, cache on": "random"}
+CASES = {"page 1, cache on": "64", "page 1, cache off": "0", "random pages, cache on": "random",
+         "last page, cache off": "last"}
 SIGNED_IN = "page 1, signed in"
 POSTED = "post, signed in"
 YARDSTICKS = {"bare Flask view": "bare", "bare view + counter read": "bare:counter",
@@ -52,6 +54,8 @@ if mode == "post":
     call = in_process.poster(in_process.service_app(64), sys.argv[3])
 elif mode == "random":
     call = in_process.random_pager(in_process.service_app(64))
+elif mode == "last":
+    call = in_process.caller(in_process.service_app(0), query="page=last")
 elif mode.startswith("bare"):
     body = in_process.caller(in_process.service_app(64))()
     call = in_process.caller(in_process.bare_app(body, mode.partition(":")[2] or None))

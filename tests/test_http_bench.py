@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from flask import Flask
+from flask import Flask, request
 
 from bench import (
     charts,
@@ -208,6 +208,16 @@ def test_a_comment_more_costs_the_last_pages_excess_over_the_comments_it_holds_m
     assert page_parts.backend_cpu_us(2**31) is None  # no such process on this machine
 
 
+def test_the_in_process_caller_asks_for_the_page_it_is_given():
+    asked = []
+    probe = Flask(__name__)
+    probe.add_url_rule("/api/comments/", "page",
+                       lambda: asked.append(request.query_string) or "page")
+    assert in_process.caller(probe)() == b"page"
+    assert in_process.caller(probe, query="page=last")() == b"page"
+    assert asked == [b"", b"page=last"]
+
+
 def test_the_in_process_bench_times_only_200s():
     app = Flask(__name__)
     status = {"code": 200}
@@ -221,8 +231,8 @@ def test_the_in_process_bench_times_only_200s():
 
 def test_instructions_a_request_are_the_difference_of_two_counts_over_the_requests():
     runs = []
-    cost = {"64": 2_000, "0": 3_000, "random": 2_800, "bare": 500, "bare:counter": 800,
-            "bare:page": 1_200, "post": 4_000}
+    cost = {"64": 2_000, "0": 3_000, "random": 2_800, "last": 3_400, "bare": 500,
+            "bare:counter": 800, "bare:page": 1_200, "post": 4_000}
 
     def counter(root, mode, requests, token):
         runs.append((mode, requests, token))
@@ -230,18 +240,19 @@ def test_instructions_a_request_are_the_difference_of_two_counts_over_the_reques
 
     figures = instructions.per_request(Path("."), 100, "key", counter=counter)
     assert figures == {"page 1, cache on": 2_000, "page 1, cache off": 3_000,
-                       "random pages, cache on": 2_800, "page 1, signed in": 2_500,
-                       "post, signed in": 4_500}
+                       "random pages, cache on": 2_800, "last page, cache off": 3_400,
+                       "page 1, signed in": 2_500, "post, signed in": 4_500}
     warm = instructions.WARM_UP
     assert sorted(runs) == sorted([("64", warm, ""), ("64", warm + 100, ""), ("0", warm, ""),
                                    ("0", warm + 100, ""), ("random", warm, ""),
-                                   ("random", warm + 100, ""), ("64", warm, "key"),
+                                   ("random", warm + 100, ""), ("last", warm, ""),
+                                   ("last", warm + 100, ""), ("64", warm, "key"),
                                    ("64", warm + 100, "key"), ("post", warm, "key"),
                                    ("post", warm + 100, "key")])
     assert instructions.per_request(Path("."), 100, yardsticks=True, counter=counter) == {
         "page 1, cache on": 2_000, "page 1, cache off": 3_000,
-        "random pages, cache on": 2_800, "bare Flask view": 500,
-        "bare view + counter read": 800, "bare view + page read": 1_200}
+        "random pages, cache on": 2_800, "last page, cache off": 3_400,
+        "bare Flask view": 500, "bare view + counter read": 800, "bare view + page read": 1_200}
     runs.clear()
     assert instructions.per_request(Path("."), 100, "key", counter=counter, only="post") == {
         "post, signed in": 4_500}

@@ -136,13 +136,21 @@ def stored_texts(rows: list[tuple[Any, ...]], display: Display) -> Iterator[Stor
     """Each comment of a one-statement page read (queries.listing: the page's entries in
     list order, then the replies) with the JSON text of its stored part: the stored one,
     or the schema's render of its raw columns when that is missing or out of date."""
-    for (_n, _version, part, comment_id, parent_id, author_id, is_deleted, shown,
-         username, avatar, body, date_added, is_anonymous, is_read) in rows:
+    for row in rows:
+        part, comment_id, parent_id, author_id, is_deleted, shown = row[2:8]
         if shown is None:
-            shown = orjson.dumps(stored_part(Comment(
-                comment_id, parent_id, author_id, username, avatar, body, date_added,
-                is_deleted, is_anonymous, is_read), display)).decode("utf-8")
+            shown = rendered_now(row, display)
         yield Stored(part == 1, comment_id, parent_id, author_id, is_deleted, shown)
+
+
+def rendered_now(row: tuple[Any, ...], display: Display) -> str:
+    """The JSON text of the stored part of a page read's row rendered from its raw
+    columns (its stored one missing or out of date)."""
+    (_n, _version, _part, comment_id, parent_id, author_id, is_deleted, _shown,
+     username, avatar, body, date_added, is_anonymous, is_read) = row
+    return orjson.dumps(stored_part(Comment(
+        comment_id, parent_id, author_id, username, avatar, body, date_added,
+        is_deleted, is_anonymous, is_read), display)).decode("utf-8")
 
 
 class Stored(NamedTuple):
@@ -185,21 +193,24 @@ def results_json(rows: list[tuple[Any, ...]], display: Display,
                  viewer: permissions.User | None) -> list[orjson.Fragment]:
     """The same ``results`` as JSON fragments, each entry's stored JSON text completed as
     ``with_viewer`` and ``results`` complete the dict (the tests check that both give the
-    same JSON), without parsing it: the JSON answer's way, a few microseconds a comment
-    less."""
+    same JSON), without parsing it: the JSON answer's way. Its cost is per comment, so it
+    reads the rows as they come, making no object for a comment but its text."""
     entries: list[tuple[str, int | None]] = []  # (text without its closing brace, root id)
     threads: dict[int, list[str]] = {}
-    for stored in stored_texts(rows, display):
-        members = _VIEWER_MEMBERS[permissions.can_delete(viewer, stored.author_id),
-                                  permissions.can_reply(viewer, stored.is_deleted)]
-        text = f"{stored.shown[:-1]},{members}"
-        if stored.listed:
-            root = stored.id if stored.parent_id is None else None
+    can_delete, can_reply = permissions.can_delete, permissions.can_reply
+    for row in rows:
+        part, comment_id, parent_id, author_id, is_deleted, shown = row[2:8]
+        if shown is None:
+            shown = rendered_now(row, display)
+        text = (f"{shown[:-1]},"
+                f"{_VIEWER_MEMBERS[can_delete(viewer, author_id), can_reply(viewer, is_deleted)]}")
+        if part == 1:  # a page entry, else a reply of one
+            root = comment_id if parent_id is None else None
             if root is not None:
                 threads[root] = []
             entries.append((text, root))
         else:
-            threads[stored.parent_id or 0].append(text + "}")
+            threads[parent_id or 0].append(text + "}")
     return [orjson.Fragment(f'{text},"replies":null}}' if root is None else
                             f'{text},"replies":[{",".join(threads[root])}]}}')
             for text, root in entries]
