@@ -59,21 +59,20 @@ class Statement:
         import psycopg2
 
         from commentsvc.storage.database_urls import normalise_url
-        from commentsvc.storage.queries.listing import PREPARE_PAGE_READS
+        from commentsvc.storage.queries.listing import EXECUTE_PAGE_READ, PREPARE_PAGE_READS
 
         self.connection = psycopg2.connect(  # libpq's form of the URL the service takes
             normalise_url(url).replace("postgresql+psycopg2", "postgresql"))
         self.connection.autocommit = True
         self.cursor = self.connection.cursor()
         self.cursor.execute(PREPARE_PAGE_READS)
+        self.executions = EXECUTE_PAGE_READ
         self.cursor.execute("SELECT pg_backend_pid()")
         self.pid = self.cursor.fetchone()[0]
 
     def rows(self, read: Any) -> list[tuple[Any, ...]]:
         """The rows of one page read (storage.counters.PageRead)."""
-        from commentsvc.storage.queries.listing import EXECUTE_PAGE_READ
-
-        self.cursor.execute(EXECUTE_PAGE_READ[read.kind], read.values())
+        self.cursor.execute(self.executions[read.kind], read.values())
         rows: list[tuple[Any, ...]] = self.cursor.fetchall()
         return rows
 

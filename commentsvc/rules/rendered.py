@@ -139,11 +139,11 @@ def stored_texts(rows: list[tuple[Any, ...]], display: Display) -> Iterator[Stor
     for row in rows:
         part, comment_id, parent_id, author_id, is_deleted, shown = row[2:8]
         if shown is None:
-            shown = rendered_now(row, display)
+            shown = _rendered_now(row, display)
         yield Stored(part == 1, comment_id, parent_id, author_id, is_deleted, shown)
 
 
-def rendered_now(row: tuple[Any, ...], display: Display) -> str:
+def _rendered_now(row: tuple[Any, ...], display: Display) -> str:
     """The JSON text of the stored part of a page read's row rendered from its raw
     columns (its stored one missing or out of date)."""
     (_n, _version, _part, comment_id, parent_id, author_id, is_deleted, _shown,
@@ -201,7 +201,7 @@ def results_json(rows: list[tuple[Any, ...]], display: Display,
     for row in rows:
         part, comment_id, parent_id, author_id, is_deleted, shown = row[2:8]
         if shown is None:
-            shown = rendered_now(row, display)
+            shown = _rendered_now(row, display)
         text = (f"{shown[:-1]},"
                 f"{_VIEWER_MEMBERS[can_delete(viewer, author_id), can_reply(viewer, is_deleted)]}")
         if part == 1:  # a page entry, else a reply of one
