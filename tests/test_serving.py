@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -183,30 +184,101 @@ def running(launcher: int, word: bytes) -> set[int]:
     return found
 
 
-def test_a_sigterm_while_the_stack_starts_stops_it(serve_url):
-    """systemd's stop during a slow start: the launcher passed it on to nginx as it
-    started, and nginx, not taking signals yet (SIGQUIT ignored as a shell's ``&`` leaves
-    it, here; else its handler noting it for a loop not yet entered), went on serving
-    until the launcher killed all after STOP_SECONDS."""
+SLOW_START = """
+import time
+from pathlib import Path
+
+
+def on_starting(server):
+    Path({marker!r}).touch()
+    time.sleep(60)
+"""
+
+
+def test_a_stop_while_gunicorn_starts_ends_the_start_at_once(serve_url, tmp_path):
+    """systemd's stop (after a reload) while the gunicorns start, as slow to start as on a
+    loaded machine (each sleeps a minute before it opens its socket): the launcher ends in
+    seconds with 0, nginx never started and the port free, where it waited for the
+    gunicorns to answer (here, START_SECONDS, then a failed start) before taking the
+    stop."""
+    marker = tmp_path / "starting"
+    settings = (ROOT / "gunicorn.conf.py").read_text() + SLOW_START.format(marker=str(marker))
+    (tmp_path / "gunicorn.conf.py").write_text(settings)
     port = free_port()
-    launcher = subprocess.Popen(  # its own runtime directory, which it removes
-        SERVING + ["--port", str(port)], cwd=ROOT,
+    launcher = subprocess.Popen(
+        SERVING + ["--port", str(port)], cwd=tmp_path,
         env={**os.environ, "DATABASE_URL": serve_url}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=lambda: signal.signal(signal.SIGQUIT, signal.SIG_IGN))
+        stderr=subprocess.PIPE)
     try:
-        # a gunicorn runs: the launcher's handlers are set, and nginx is yet to start (once
-        # both gunicorns answer)
-        assert within(60, lambda: running(launcher.pid, b"gunicorn"))
+        assert within(60, marker.exists)  # a gunicorn is starting: serve's handlers are set
+        gunicorns = running(launcher.pid, b"gunicorn")
+        launcher.send_signal(signal.SIGHUP)
         launcher.send_signal(signal.SIGTERM)
-        # a stop ends in seconds; a lost one, when the launcher kills what is left
-        assert within(STOP_SECONDS / 2, lambda: launcher.poll() is not None)
+        assert within(10, lambda: launcher.poll() is not None)
         assert launcher.returncode == 0
-        assert within(SUPERVISOR_SECONDS, lambda: can_bind(port))
+        assert b"Serving on" not in launcher.communicate()[1]
+        assert not [pid for pid in gunicorns if alive(pid)]
+        assert can_bind(port)
     finally:
         if launcher.poll() is None:
-            launcher.terminate()  # a second signal stops all at once
-            launcher.wait()
+            launcher.kill()
+        if launcher.stderr is not None and not launcher.stderr.closed:
+            launcher.communicate()
+
+
+@pytest.fixture
+def runtime_dir():
+    """A runtime directory for a Stack made in the test's process (nginx's workers, as
+    root nobody, must reach it), removed after."""
+    made = Path(tempfile.mkdtemp(prefix="commentsvc-serving-test-"))
+    made.chmod(0o711)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+def test_a_stop_passed_on_as_nginx_starts_is_not_lost(serve_url, runtime_dir, monkeypatch):
+    """A stop passed on to nginx the moment it starts, before its loop (SIGQUIT ignored as
+    a shell's ``&`` leaves it, here; else nginx's handler noting it for a loop not yet
+    entered): nginx takes it once its loop runs, and the stack ends in seconds, where it
+    went on serving until the launcher killed all after STOP_SECONDS."""
+    from commentsvc.operations import serving
+
+    monkeypatch.setenv("DATABASE_URL", serve_url)
+    port = free_port()
+    stack = serving.Stack("127.0.0.1", port, 1, runtime_dir, "nginx",
+                          str(ROOT / "gunicorn.conf.py"), write_workers=1)
+    ignored = signal.signal(signal.SIGQUIT, signal.SIG_IGN)  # what nginx inherits
+    try:
+        assert stack.start(lambda: False)
+        stack.stop()  # SIGQUIT, sent as nginx's exec begins
+        began = time.monotonic()
+        stack.wait([])
+        assert time.monotonic() - began < STOP_SECONDS / 2
+        assert all(child.returncode is not None for child in stack.children())
+        assert within(SUPERVISOR_SECONDS, lambda: can_bind(port))
+    finally:
+        signal.signal(signal.SIGQUIT, ignored)
+        for child in stack.children():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def test_a_reload_before_the_stack_started_signals_nothing(runtime_dir):
+    """A SIGHUP taken before nginx started (a stop came during the start) is sent to no
+    gunicorn: one that has not yet set its handlers would take SIGHUP's default action."""
+    from commentsvc.operations import serving
+
+    stack = serving.Stack("127.0.0.1", free_port(), 1, runtime_dir, "nginx",
+                          str(ROOT / "gunicorn.conf.py"), write_workers=0)
+    stack.gunicorn = subprocess.Popen(["sleep", "60"])  # SIGHUP's default action ends it
+    try:
+        stack.reload()
+        time.sleep(0.5)
+        assert stack.gunicorn.poll() is None
+    finally:
+        stack.gunicorn.kill()
+        stack.gunicorn.wait()
 
 
 def test_a_stop_before_the_stack_starts_ends_the_first_init_db_and_the_runtime_files():

@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -99,13 +100,17 @@ class Stack:
         self.nginx: subprocess.Popen[bytes] | None = None
         self.stopping = 0
 
-    def start(self) -> None:
+    def start(self, stop_requested: Callable[[], bool]) -> bool:
         """Each gunicorn first (nginx would answer 502 until its socket exists), then
-        nginx, with the signals this process sends it blocked: its master unblocks them
-        only where its loop waits for them. A stop that came during the start, passed on
-        as soon as nginx was started, was lost otherwise (ignored, as a shell's ``&``
-        leaves SIGQUIT, or noted by nginx's handler before its loop, which then waited
-        for another), and nothing stopped until STOP_SECONDS had passed."""
+        nginx; False, with nginx not started, when ``stop_requested()`` says a stop came
+        while the gunicorns started: it is taken at once, where waiting for them to answer
+        first took as long as their start (over STOP_SECONDS on a loaded machine).
+
+        nginx starts with the signals this process sends it blocked: its master unblocks
+        them only where its loop waits for them. A stop passed on as nginx started was
+        lost otherwise (ignored, as a shell's ``&`` leaves SIGQUIT, or noted by nginx's
+        handler before its loop, which then waited for another), and nothing stopped
+        until STOP_SECONDS had passed."""
         env = {**os.environ, "COMMENTSVC_TRUSTED_PROXIES": "1"}
         self.gunicorn = _child(self.gunicorn_command, env)
         started = [(self.gunicorn, self.socket, "gunicorn")]
@@ -116,10 +121,15 @@ class Stack:
         deadline = time.monotonic() + START_SECONDS
         for child, path, name in started:
             while not _accepts(path):
+                if stop_requested():
+                    return False
                 if child.poll() is not None or time.monotonic() > deadline:
                     raise click.ClickException(f"{name} did not start (see its messages above)")
                 time.sleep(0.1)
+        if stop_requested():
+            return False
         self.nginx = _child(self.nginx_command, os.environ, blocked=NGINX_SIGNALS)
+        return True
 
     def check_nginx(self) -> None:
         """nginx reads its configuration (``nginx -t``) before anything starts: a program
@@ -148,6 +158,11 @@ class Stack:
         return next((child for child in self.children() if child.poll() is not None), None)
 
     def reload(self) -> None:
+        """SIGHUP to each; nothing before nginx has started (a stop came during the
+        start): a gunicorn still starting reads everything anew anyway, and one that has
+        not yet set its handlers would take SIGHUP's default action and end."""
+        if self.nginx is None:
+            return
         for child in self.children():
             if child.poll() is None:
                 child.send_signal(signal.SIGHUP)
@@ -255,6 +270,16 @@ def _stop_before_start(signum: int, _frame: object) -> None:
         raise Stopped(signum)
 
 
+def _say_serving(stack: Stack) -> None:
+    assert stack.nginx is not None and stack.gunicorn is not None  # both started
+    writers = ("" if stack.writers is None else
+               f" and the writers' gunicorn (pid {stack.writers.pid}, nice "
+               f"{stack.write_nice})")
+    click.echo(f"Serving on nginx (pid {stack.nginx.pid}) in front of gunicorn "
+               f"(pid {stack.gunicorn.pid}){writers}; runtime files in "
+               f"{stack.runtime_dir}", err=True)
+
+
 def serve(stack: Stack, tables: schema_at_start.Retry | None = None) -> int:
     """Run ``stack`` until a signal stops it (0) or a part of it ends on its own (1),
     making the service's tables meanwhile with ``tables`` (when the first try failed)."""
@@ -263,14 +288,9 @@ def serve(stack: Stack, tables: schema_at_start.Retry | None = None) -> int:
         signal.signal(signum, lambda signum, _frame: pending.append(signum))
     status = 0
     try:
-        stack.start()
-        assert stack.nginx is not None and stack.gunicorn is not None  # both started
-        writers = ("" if stack.writers is None else
-                   f" and the writers' gunicorn (pid {stack.writers.pid}, nice "
-                   f"{stack.write_nice})")
-        click.echo(f"Serving on nginx (pid {stack.nginx.pid}) in front of gunicorn "
-                   f"(pid {stack.gunicorn.pid}){writers}; runtime files in "
-                   f"{stack.runtime_dir}", err=True)
+        if stack.start(lambda: any(signum != signal.SIGHUP for signum in pending)):
+            _say_serving(stack)
+        # else a stop came during the start: the loop takes it at once
         while not stack.stopping:
             if pending:
                 received = pending.pop(0)
