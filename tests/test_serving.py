@@ -281,6 +281,38 @@ def test_a_reload_before_the_stack_started_signals_nothing(runtime_dir):
         stack.gunicorn.wait()
 
 
+SLOW_APP = """
+import time
+from pathlib import Path
+
+Path({marker!r}).touch()
+time.sleep(60)
+"""
+
+
+def test_a_worker_still_loading_the_app_ends_at_once_on_a_stop(tmp_path):
+    """gunicorn's graceful stop (SIGTERM) while its worker still loads the app (a minute,
+    here): the worker has no request to finish and ends at once, and so does gunicorn,
+    where the worker finished loading first and the master waited out its graceful
+    timeout for it."""
+    marker = tmp_path / "loading"
+    (tmp_path / "slow_app.py").write_text(SLOW_APP.format(marker=str(marker)))
+    master = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "gunicorn.conf.py"),
+         "--bind", f"unix:{tmp_path / 'app.sock'}", "--workers", "1",
+         "--chdir", str(tmp_path), "slow_app:app"],
+        cwd=tmp_path, stderr=subprocess.DEVNULL)
+    try:
+        assert within(60, marker.exists)
+        master.send_signal(signal.SIGTERM)
+        assert within(10, lambda: master.poll() is not None)
+        assert master.returncode == 0
+    finally:
+        if master.poll() is None:
+            master.kill()
+            master.wait()
+
+
 def test_a_stop_before_the_stack_starts_ends_the_first_init_db_and_the_runtime_files():
     """A SIGTERM while the first init-db waits for a database that says nothing: the
     launcher ends at once with 0, its init-db ended and its runtime directory removed (the

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+from types import FrameType
 
 from gunicorn import util
 from gunicorn.http.errors import InvalidHeader
@@ -56,10 +57,21 @@ _TWO_HOSTS = str(InvalidHeader("HOST"))
 
 
 class ThreadWorker(GunicornThreadWorker):
-    """gunicorn's gthread worker whose own error answers are JSON."""
+    """gunicorn's gthread worker whose own error answers are JSON, and which a stop ends
+    at once while it is still loading the app."""
 
     def init_process(self) -> None:
         # The one writer of gunicorn's error pages (workers.base.handle_error calls it), in
         # this worker process only.
         util.write_error = write_json_error
         super().init_process()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGTERM, a graceful stop: the worker finishes its requests, then ends. One still
+        loading the app has none, and ends now (gunicorn's quick exit) instead of when the
+        load is done: on a loaded machine that took long enough that the master's stop
+        waited out its graceful timeout for it."""
+        if self.booted:
+            super().handle_exit(sig, frame)
+        else:
+            self.handle_quit(sig, frame)  # raises SystemExit
