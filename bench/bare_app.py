@@ -34,11 +34,11 @@ def database_read(kind: str) -> Callable[[], object]:
     import psycopg2
 
     from commentsvc.settings import Settings
-    from commentsvc.storage.database_urls import normalise_url
+    from commentsvc.storage.database_urls import libpq_url
     from commentsvc.storage.queries import listing
 
     settings = Settings.from_config({})
-    url = normalise_url(os.environ["DATABASE_URL"]).replace("postgresql+psycopg2", "postgresql")
+    url = libpq_url(os.environ["DATABASE_URL"])
     kept: list = []
 
     def cursor():

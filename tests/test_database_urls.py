@@ -13,7 +13,7 @@ from app import create_app
 from commentsvc import settings
 from commentsvc.storage import database_urls
 from commentsvc.storage import engine as db
-from commentsvc.storage.database_urls import UnsupportedDatabaseURL, normalise_url
+from commentsvc.storage.database_urls import UnsupportedDatabaseURL, libpq_url, normalise_url
 
 
 @pytest.mark.parametrize(("url", "named"), [
@@ -28,6 +28,14 @@ from commentsvc.storage.database_urls import UnsupportedDatabaseURL, normalise_u
 def test_urls_get_their_driver_named(url, named):
     assert normalise_url(url) == named
     assert normalise_url(named) == named
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:p@db:5432/comments?sslmode=require",
+                                 "postgres://u:p@db:5432/comments?sslmode=require",
+                                 "postgresql+psycopg2://u:p@db:5432/comments?sslmode=require"])
+def test_a_postgres_url_in_libpqs_form_names_no_driver(url):
+    """What the bench scripts hand psycopg2.connect: libpq takes no driver in the scheme."""
+    assert libpq_url(url) == "postgresql://u:p@db:5432/comments?sslmode=require"
 
 
 @pytest.mark.parametrize("url", [

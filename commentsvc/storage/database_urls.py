@@ -42,3 +42,13 @@ def normalise_url(url: str) -> str:
 def is_postgres(url: str) -> bool:
     """Whether ``url`` (normalised) names a PostgreSQL database."""
     return url.startswith(f"{POSTGRES_SCHEME}://")
+
+
+def libpq_url(url: str) -> str:
+    """A PostgreSQL ``url`` as libpq takes it (``psycopg2.connect``), for a script that
+    opens a connection of its own beside the service's.
+
+    >>> libpq_url("postgres://u:p@db:5432/comments")
+    'postgresql://u:p@db:5432/comments'
+    """
+    return "postgresql://" + normalise_url(url).partition("://")[2]
