@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.in_process import answered, environ, service_app  # noqa: E402 - the service later
+from bench.in_process import caller, microseconds, service_app  # noqa: E402 - the service later
 
 PAGES = {"page 1": 1, "last page": 0}  # the page numbers of a page read (0: the last)
 PARTS = ("database CPU", "round trip", "driver CPU", "build", "request", "request CPU")
@@ -58,11 +58,10 @@ class Statement:
     def __init__(self, url: str):
         import psycopg2
 
-        from commentsvc.storage.database_urls import normalise_url
+        from commentsvc.storage.database_urls import libpq_url
         from commentsvc.storage.queries.listing import EXECUTE_PAGE_READ, PREPARE_PAGE_READS
 
-        self.connection = psycopg2.connect(  # libpq's form of the URL the service takes
-            normalise_url(url).replace("postgresql+psycopg2", "postgresql"))
+        self.connection = psycopg2.connect(libpq_url(url))
         self.connection.autocommit = True
         self.cursor = self.connection.cursor()
         self.cursor.execute(PREPARE_PAGE_READS)
@@ -111,14 +110,6 @@ def builder(app: Any, rows: list[tuple[Any, ...]]) -> Callable[[], bytes]:
                              rows, None)
 
 
-def cpu_us(call: Callable[[], object], requests: int) -> float:
-    """This process's CPU time a call, in µs."""
-    started = time.process_time()
-    for _ in range(requests):
-        call()
-    return (time.process_time() - started) / requests * 1e6
-
-
 def comments_on(body: bytes) -> int:
     """The comments a list answer holds: its entries and their replies."""
     results = json.loads(body)["results"]
@@ -151,27 +142,17 @@ def run(app: Any, url: str, requests: int, rounds: int) -> dict[str, Any]:
     try:
         rows = {name: statement.rows(read) for name, read in reads.items()}
         builds = {name: builder(app, rows[name]) for name in reads}
-
-        def request(name: str) -> Callable[[], bytes]:
-            def call() -> bytes:
-                asked = environ()
-                asked["QUERY_STRING"] = "page=last" if PAGES[name] == 0 else ""
-                return answered(app, asked, "200")
-            return call
-
-        requesters = {name: request(name) for name in reads}
+        requesters = {name: caller(app, query="page=last" if PAGES[name] == 0 else "")
+                      for name in reads}
         comments = {name: comments_on(call()) for name, call in requesters.items()}
         timings: dict[str, list[dict[str, float | None]]] = {name: [] for name in reads}
         for _ in range(rounds):
             for name, read in reads.items():
                 statement.timed(read, max(1, requests // 10))  # warm-up
                 timed = statement.timed(read, requests)
-                timed["build"] = cpu_us(builds[name], requests)
-                started, cpu = time.perf_counter(), time.process_time()
-                for _ in range(requests):
-                    requesters[name]()
-                timed["request"] = (time.perf_counter() - started) / requests * 1e6
-                timed["request CPU"] = (time.process_time() - cpu) / requests * 1e6
+                timed["build"] = microseconds(builds[name], requests)[1]
+                timed["request"], timed["request CPU"] = microseconds(requesters[name],
+                                                                      requests)
                 timings[name].append(timed)
     finally:
         statement.close()
