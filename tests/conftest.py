@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -326,3 +328,13 @@ def redis_url():
     require_redis(REDIS_TEST_URL)
     yield REDIS_TEST_URL
     redis.Redis.from_url(REDIS_TEST_URL).flushdb()
+
+
+@pytest.fixture
+def runtime_dir():
+    """A directory for nginx's runtime files made in the test's process, which nginx's
+    workers (as root, user nobody) can reach; removed after."""
+    made = Path(tempfile.mkdtemp(prefix="commentsvc-runtime-test-"))
+    made.chmod(0o711)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)

@@ -14,11 +14,9 @@ import json
 import os
 import random
 import re
-import shutil
 import socket
 import socketserver
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -237,13 +235,11 @@ def test_an_http10_request_without_host_gets_links_on_the_servers_address(stack)
 
 
 @pytest.fixture
-def nginx_alone():
+def nginx_alone(runtime_dir):
     """nginx with the stack's configuration but no gunicorn behind it (or one that never
     answers, when the test opens the socket): start(app_timeout) -> its port and socket."""
     program = require_nginx()
-    parent = Path(tempfile.mkdtemp(prefix="commentsvc-front-test-"))
-    parent.chmod(0o711)  # as root, nginx's workers (nobody) go through it to the socket
-    runtime = parent / "run"
+    runtime = runtime_dir / "run"
     runtime.mkdir()
     started: list[subprocess.Popen] = []
 
@@ -269,7 +265,6 @@ def nginx_alone():
     for process in started:
         process.terminate()
         process.wait(timeout=10)
-    shutil.rmtree(parent, ignore_errors=True)
 
 
 def test_gunicorn_down_is_a_json_502(nginx_alone):
@@ -457,19 +452,14 @@ def test_a_client_that_half_closes_after_its_request_still_gets_the_answer(stack
     assert status == (200 if method == "GET" else 401), received[:300]
 
 
-def test_the_stacks_502_says_when_to_retry_as_the_apps_503_does(monkeypatch):
+def test_the_stacks_502_says_when_to_retry_as_the_apps_503_does(monkeypatch, runtime_dir):
     """serve gives nginx the service's COMMENTSVC_RETRY_AFTER for its 502 (gunicorn down
     or restarting), and only for it."""
     from commentsvc.operations import serving
 
     monkeypatch.setenv("COMMENTSVC_RETRY_AFTER", "9")
-    runtime = Path(tempfile.mkdtemp(prefix="commentsvc-front-test-"))
-    runtime.chmod(0o711)  # as root, nginx's workers (nobody) must reach it
-    try:
-        stack = serving.Stack("127.0.0.1", 8000, 1, runtime, "nginx", "gunicorn.conf.py")
-        conf = stack.conf.read_text()
-    finally:
-        shutil.rmtree(runtime)
+    stack = serving.Stack("127.0.0.1", 8000, 1, runtime_dir, "nginx", "gunicorn.conf.py")
+    conf = stack.conf.read_text()
     assert conf.count("add_header Retry-After 9 always;") == 2  # both servers' 502
     location = conf.index("location = /.commentsvc-front/502")
     assert "Retry-After 9" in conf[location:conf.index("}", location)]

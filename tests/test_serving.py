@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -224,16 +223,6 @@ def test_a_stop_while_gunicorn_starts_ends_the_start_at_once(serve_url, tmp_path
             launcher.kill()
         if launcher.stderr is not None and not launcher.stderr.closed:
             launcher.communicate()
-
-
-@pytest.fixture
-def runtime_dir():
-    """A runtime directory for a Stack made in the test's process (nginx's workers, as
-    root nobody, must reach it), removed after."""
-    made = Path(tempfile.mkdtemp(prefix="commentsvc-serving-test-"))
-    made.chmod(0o711)
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
 
 
 def test_a_stop_passed_on_as_nginx_starts_is_not_lost(serve_url, runtime_dir, monkeypatch):
