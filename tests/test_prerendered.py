@@ -274,3 +274,18 @@ def test_rerender_gives_the_lists_it_renders_new_tags(app, runner):
             assert client.get(url).get_json()["results"][0]["author"] == new_name, url
             revalidated = client.get(url, headers={"If-None-Match": tags[url]})
             assert revalidated.status_code == 200, (url, command)
+
+
+def test_rerender_walks_the_table_a_window_at_a_time(app, runner, monkeypatch):
+    """Each writers' transaction of rerender reads a window of comments at most, most of
+    them current here: every stale render is made again all the same, and only those."""
+    monkeypatch.setattr(renders, "WINDOW", 3)
+    monkeypatch.setattr(renders, "BATCH", 2)
+    assert runner.invoke(args=["seed", "--comments", "60", "--targets", "2"]).exit_code == 0
+    with app.app_context(), engine.get_engine().begin() as conn:
+        stale = conn.execute(sa.text(
+            "SELECT id FROM commentsvc_comment WHERE id % 7 = 0")).scalars().all()
+        conn.execute(sa.text("UPDATE commentsvc_comment SET shown_key = 'x' WHERE id % 7 = 0"))
+    assert len(stale) > 3
+    assert f"Rendered {len(stale)} comments." in runner.invoke(args=["rerender"]).output
+    assert "Rendered 0 comments." in runner.invoke(args=["rerender"]).output

@@ -24,6 +24,7 @@ from commentsvc.storage.queries.schema import COLUMN_LIMITED
 from commentsvc.storage.store import Comment
 
 BATCH = 1000
+WINDOW = 10 * BATCH
 
 # The engines whose shown_key column takes keys of any length (rules.rendered.render_key).
 # A column still limited to the MD5 of earlier versions is looked up again at each use, so
@@ -108,20 +109,25 @@ class Renderer:
     def save_stale(self, engine: Engine,
                    progress: Callable[[int], None] | None = None) -> int:
         """Render every comment whose stored render is missing or out of date, a batch per
-        writers' transaction (API writes wait for one batch at most); how many."""
+        writers' transaction (API writes wait for one batch at most, which reads a window
+        of WINDOW comments at most, however few are stale); how many."""
         after, done = 0, 0
         while True:
             with writing(engine) as conn:
+                end = conn.execute(q.WINDOW_END, {"after": after, "span": WINDOW}).scalar()
                 comments = _comments(conn.execute(q.STALE_AFTER, {
-                    "after": after, "batch": BATCH, "display": self.key,
+                    "after": after, "end": end, "batch": BATCH, "display": self.key,
                     "tag": display_tag(self.key), "legacy": legacy_keys(conn)}))
                 saved = self.save(conn, comments, new_versions=True)
-            if not saved:
-                return done
             done += saved
-            after = comments[-1].id
-            if progress is not None:
+            if saved and progress is not None:
                 progress(saved)
+            if len(comments) == BATCH:
+                after = comments[-1].id
+            elif end is None:
+                return done
+            else:
+                after = end
 
 
 def for_settings(settings: Settings) -> Renderer:

@@ -38,12 +38,19 @@ STORED_RENDERS = text("""
     SELECT id, shown, content_type, object_id FROM commentsvc_comment WHERE id IN :ids
 """).bindparams(bindparam("ids", expanding=True))
 
-# The next comments after :after, in id order, whose render is missing or out of date (a
-# walk of the primary key, a batch at a time).
+# The id :span comments after :after in id order, where the next window of a walk of the
+# primary key ends; none when fewer are left (a scan of :span index entries).
+WINDOW_END = text("""
+    SELECT id FROM commentsvc_comment WHERE id > :after ORDER BY id LIMIT 1 OFFSET :span
+""")
+
+# The next comments after :after, up to :end (NULL: the last), in id order, whose render
+# is missing or out of date (a walk of the primary key, a batch at a time, never more
+# than a window's rows read by one statement, however few of them are stale).
 STALE_AFTER = text(f"""
     SELECT {_COLUMNS}
     FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
-    WHERE c.id > :after AND {_STALE}
+    WHERE c.id > :after AND (CAST(:end AS BIGINT) IS NULL OR c.id <= :end) AND {_STALE}
     ORDER BY c.id
     LIMIT :batch
 """).bindparams(bindparam("legacy", type_=Boolean())).columns(**_ROW_TYPES)
