@@ -7,6 +7,8 @@ from typing import Any
 from sqlalchemy import Boolean, DateTime, bindparam, text
 from sqlalchemy.types import TypeEngine
 
+from commentsvc.rules.identifiers import INT64_MAX
+
 _ROW_TYPES: dict[str, TypeEngine[Any]] = {
     "date_added": DateTime(), "is_deleted": Boolean(), "is_anonymous": Boolean(),
     "is_read": Boolean(),
@@ -46,11 +48,13 @@ WINDOW_END = text("""
 
 # The next comments after :after, up to :end (NULL: the last), in id order, whose render
 # is missing or out of date (a walk of the primary key, a batch at a time, never more
-# than a window's rows read by one statement, however few of them are stale).
+# than a window's rows read by one statement, however few of them are stale). The end is
+# a plain bound of the primary key's range, the largest id for the last window: SQLite
+# would not bound its scan by an OR of a NULL test.
 STALE_AFTER = text(f"""
     SELECT {_COLUMNS}
     FROM commentsvc_comment AS c JOIN commentsvc_user AS u ON u.id = c.author_id
-    WHERE c.id > :after AND (CAST(:end AS BIGINT) IS NULL OR c.id <= :end) AND {_STALE}
+    WHERE c.id > :after AND c.id <= COALESCE(CAST(:end AS BIGINT), {INT64_MAX}) AND {_STALE}
     ORDER BY c.id
     LIMIT :batch
 """).bindparams(bindparam("legacy", type_=Boolean())).columns(**_ROW_TYPES)
